@@ -1,0 +1,93 @@
+"""Located diagnostics: every user-facing error names file:line:col and shows a caret.
+
+All program errors (syntax, names, extents, types, cycles) are raised as
+:class:`FuseError`, which carries a :class:`Loc` and renders the offending
+source line with a caret under the token, the way compilers do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_SOURCES: dict[str, str] = {}
+
+
+def register_source(filename: str, text: str) -> None:
+    """Remember a file's text so that later diagnostics can quote its lines."""
+    _SOURCES[filename] = text
+
+
+def source_line(filename: str, line: int) -> str | None:
+    """The text of 1-based line ``line`` of a registered file, or None."""
+    text = _SOURCES.get(filename)
+    if text is None:
+        return None
+    lines = text.splitlines()
+    if 1 <= line <= len(lines):
+        return lines[line - 1]
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Loc:
+    """A source position: file name, 1-based line and column, and token length."""
+
+    file: str
+    line: int
+    col: int
+    length: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def render(self) -> str:
+        """The source line and a caret line under the token (empty if unknown)."""
+        text = source_line(self.file, self.line)
+        if text is None:
+            return ""
+        text = text.replace("\t", " ")
+        caret = " " * (self.col - 1) + "^" + "~" * max(0, min(self.length, len(text) - self.col + 1) - 1)
+        return f"    {text}\n    {caret}"
+
+    def encode(self) -> str:
+        """Compact text form used in IR attributes: ``file:line:col:length``."""
+        return f"{self.file}:{self.line}:{self.col}:{self.length}"
+
+    @staticmethod
+    def decode(text: str) -> Loc:
+        """Inverse of :meth:`encode`; file names may contain colons."""
+        file, line, col, length = text.rsplit(":", 3)
+        return Loc(file, int(line), int(col), int(length))
+
+
+UNKNOWN = Loc("<unknown>", 0, 0, 0)
+
+
+class FuseError(Exception):
+    """A program error with a location; ``str()`` gives the full rendered diagnostic."""
+
+    def __init__(self, message: str, loc: Loc | None = None, notes: list[tuple[str, Loc]] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+        self.notes = notes or []
+
+    def __str__(self) -> str:
+        parts = []
+        if self.loc is not None and self.loc.line > 0:
+            parts.append(f"{self.loc}: error: {self.message}")
+            shown = self.loc.render()
+            if shown:
+                parts.append(shown)
+        else:
+            parts.append(f"error: {self.message}")
+        for note, loc in self.notes:
+            parts.append(f"{loc}: note: {note}")
+            shown = loc.render()
+            if shown:
+                parts.append(shown)
+        return "\n".join(parts)
+
+
+class FuseRuntimeError(FuseError):
+    """An error found while running a compiled program (bad inputs, gather out of range)."""

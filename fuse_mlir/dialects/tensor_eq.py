@@ -1,0 +1,946 @@
+"""The ``te`` (tensor_eq) dialect: equation-level tensor ops with named indices and value semantics.
+
+Every tensor value is produced by an op whose ``indices`` attribute names its
+axes in order; ops that combine tensors carry ``operand_indices`` saying how
+each operand's axes are named, so joins, projections and broadcasts are by
+name, exactly as in the language. Extents are SSA ``index`` values (``te.dim``
+of an input, ``arith.constant``, ``te.slice_len``) checked once up front with
+``te.check_dim``, so one module serves every input shape of the same ranks.
+This is the level the reference interpreter runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    BoolAttr,
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    Signedness,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    attr_def,
+    irdl_op_definition,
+    operand_def,
+    opt_attr_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+# --------------------------------------------------------------------------
+# dtype <-> element type
+# --------------------------------------------------------------------------
+
+_NP_TO_ELEM: dict[str, Attribute] = {
+    "float64": Float64Type(),
+    "float32": Float32Type(),
+    "float16": Float16Type(),
+    "int64": IntegerType(64),
+    "int32": IntegerType(32),
+    "int16": IntegerType(16),
+    "int8": IntegerType(8),
+    "uint64": IntegerType(64, Signedness.UNSIGNED),
+    "uint32": IntegerType(32, Signedness.UNSIGNED),
+    "uint16": IntegerType(16, Signedness.UNSIGNED),
+    "uint8": IntegerType(8, Signedness.UNSIGNED),
+    "bool": IntegerType(1),
+}
+_ELEM_TO_NP: dict[Attribute, np.dtype] = {v: np.dtype(k) for k, v in _NP_TO_ELEM.items()}
+
+DYNAMIC = DYNAMIC_INDEX
+
+
+def element_type(dtype: np.dtype | type | str) -> Attribute:
+    """The xDSL element type for a NumPy dtype (booleans become i1; the language stores them as int8)."""
+    key = np.dtype(dtype).name
+    try:
+        return _NP_TO_ELEM[key]
+    except KeyError:
+        raise TypeError(f"unsupported dtype {key}") from None
+
+
+def np_dtype(elem: Attribute) -> np.dtype:
+    """The NumPy dtype of an xDSL element type."""
+    try:
+        return _ELEM_TO_NP[elem]
+    except KeyError:
+        raise TypeError(f"unsupported element type {elem}") from None
+
+
+def tensor_type(dtype: np.dtype | str, shape: Sequence[int]) -> TensorType:
+    """A ranked tensor type; unknown extents are ``DYNAMIC`` (printed ``?``)."""
+    return TensorType(element_type(dtype), list(shape))
+
+
+def dtype_of(value: SSAValue) -> np.dtype:
+    """The NumPy dtype of a tensor-typed SSA value."""
+    t = value.type
+    assert isinstance(t, TensorType)
+    return np_dtype(t.element_type)
+
+
+def str_array(names: Sequence[str]) -> ArrayAttr[StringAttr]:
+    return ArrayAttr([StringAttr(n) for n in names])
+
+
+def str_array_array(lists: Sequence[Sequence[str]]) -> ArrayAttr[ArrayAttr[StringAttr]]:
+    return ArrayAttr([str_array(x) for x in lists])
+
+
+def names_of(attr: ArrayAttr) -> tuple[str, ...]:
+    """Decode an ``ArrayAttr`` of ``StringAttr`` into a tuple of names."""
+    return tuple(a.data for a in attr.data)  # type: ignore[attr-defined]
+
+
+def names_of_each(attr: ArrayAttr) -> tuple[tuple[str, ...], ...]:
+    return tuple(names_of(a) for a in attr.data)  # type: ignore[arg-type]
+
+
+def params_attr(params: dict[str, object]) -> DictionaryAttr:
+    """Encode static builtin parameters (numbers, bools, strings, int lists) as a dictionary attribute."""
+    out: dict[str, Attribute] = {}
+    for key in sorted(params):
+        out[key] = _to_attr(params[key])
+    return DictionaryAttr(out)
+
+
+def _to_attr(v: object) -> Attribute:
+    if isinstance(v, bool):
+        return BoolAttr.from_bool(v)
+    if isinstance(v, int | np.integer):
+        return IntegerAttr(int(v), i64)
+    if isinstance(v, float | np.floating):
+        return FloatAttr(float(v), Float64Type())
+    if isinstance(v, str):
+        return StringAttr(v)
+    if isinstance(v, list | tuple):
+        return ArrayAttr([_to_attr(x) for x in v])
+    raise TypeError(f"cannot encode parameter {v!r}")
+
+
+def _from_attr(a: Attribute) -> object:
+    if isinstance(a, IntegerAttr):
+        if isinstance(a.type, IntegerType) and a.type.width.data == 1:
+            return bool(a.value.data)
+        return int(a.value.data)
+    if isinstance(a, FloatAttr):
+        return float(a.value.data)
+    if isinstance(a, StringAttr):
+        return a.data
+    if isinstance(a, ArrayAttr):
+        return [_from_attr(x) for x in a.data]
+    raise TypeError(f"cannot decode parameter {a}")
+
+
+def params_of(attr: DictionaryAttr | None) -> dict[str, object]:
+    """Decode a parameter dictionary written by :func:`params_attr`."""
+    if attr is None:
+        return {}
+    return {k: _from_attr(v) for k, v in attr.data.items()}
+
+
+def dense_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
+    """A dense elements attribute holding ``array`` bit for bit (so NaN and -0.0 survive)."""
+    arr = np.array(array, order="C", copy=True)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.int8)
+    t = TensorType(element_type(arr.dtype), list(arr.shape))
+    return DenseIntOrFPElementsAttr(t, BytesAttr(arr.astype(arr.dtype.newbyteorder("<")).tobytes()))
+
+
+def dense_value(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """Decode a dense elements attribute into a NumPy array."""
+    t = attr.type
+    dtype = np_dtype(t.get_element_type()).newbyteorder("<")
+    shape = t.get_shape()
+    data = np.frombuffer(attr.data.data, dtype=dtype)
+    if data.size == 1 and int(np.prod(shape)) != 1:  # splat
+        return np.full(shape, data[0], dtype=dtype.newbyteorder("="))
+    return data.reshape(shape).astype(dtype.newbyteorder("="))
+
+
+# --------------------------------------------------------------------------
+# Shared verification helpers
+# --------------------------------------------------------------------------
+
+PROJECTIONS = ("sum", "max", "min", "mean", "prod")
+REDUCTIONS = ("sum", "max", "min", "mean", "prod", "any", "logsumexp")
+
+
+def _check_rank(op: Operation, value: SSAValue, names: Sequence[str], what: str) -> None:
+    t = value.type
+    if not isinstance(t, TensorType):
+        raise VerifyException(f"{op.name}: {what} must be a tensor, got {t}")
+    if t.get_num_dims() != len(names):
+        raise VerifyException(
+            f"{op.name}: {what} has rank {t.get_num_dims()} but {len(names)} index names {list(names)}"
+        )
+
+
+def _check_unique(op: Operation, names: Sequence[str], what: str) -> None:
+    if len(set(names)) != len(names):
+        raise VerifyException(f"{op.name}: {what} {list(names)} repeats an index name")
+
+
+class NamedOp(IRDLOperation):
+    """Base of ops that combine named-index tensor operands into one named-index result."""
+
+    def verify_named(self, operands: Sequence[SSAValue], operand_indices: ArrayAttr, indices: ArrayAttr) -> None:
+        each = names_of_each(operand_indices)
+        if len(each) != len(operands):
+            raise VerifyException(f"{self.name}: {len(operands)} operands but {len(each)} operand_indices entries")
+        for k, (v, names) in enumerate(zip(operands, each)):
+            _check_rank(self, v, names, f"operand #{k}")
+            _check_unique(self, names, f"operand #{k} indices")
+        out = names_of(indices)
+        _check_rank(self, self.results[0], out, "result")
+        _check_unique(self, out, "result indices")
+
+
+# --------------------------------------------------------------------------
+# Program boundary: inputs, sources, constants, sinks, exports
+# --------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class InputOp(IRDLOperation):
+    """A tensor the caller passes in (a name used but never defined)."""
+
+    name = "te.input"
+    tensor_name = attr_def(StringAttr, attr_name="name")
+    indices = attr_def(ArrayAttr[StringAttr])
+    result = result_def(TensorType)
+    assembly_format = "$name attr-dict `:` type($result)"
+
+    def __init__(self, name: str, indices: Sequence[str], type: TensorType):
+        super().__init__(result_types=[type], attributes={"name": StringAttr(name), "indices": str_array(indices)})
+
+    def verify_(self) -> None:
+        _check_rank(self, self.result, names_of(self.indices), "result")
+
+
+@irdl_op_definition
+class SourceOp(IRDLOperation):
+    """A tensor loaded from a file (``W[h,d] = "w.npy"``); the path is relative to the program file."""
+
+    name = "te.source"
+    tensor_name = attr_def(StringAttr, attr_name="name")
+    path = attr_def(StringAttr)
+    indices = attr_def(ArrayAttr[StringAttr])
+    result = result_def(TensorType)
+    assembly_format = "$name $path attr-dict `:` type($result)"
+
+    def __init__(self, name: str, path: str, indices: Sequence[str], type: TensorType, loc: str = ""):
+        attrs: dict[str, Attribute] = {
+            "name": StringAttr(name),
+            "path": StringAttr(path),
+            "indices": str_array(indices),
+        }
+        if loc:
+            attrs["loc"] = StringAttr(loc)
+        super().__init__(result_types=[type], attributes=attrs)
+
+    loc = opt_attr_def(StringAttr)
+
+    def verify_(self) -> None:
+        _check_rank(self, self.result, names_of(self.indices), "result")
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A literal tensor (a number, a list literal, ``const(...)``)."""
+
+    name = "te.constant"
+    value = attr_def(DenseIntOrFPElementsAttr)
+    indices = attr_def(ArrayAttr[StringAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$value attr-dict `:` type($result)"
+
+    def __init__(self, array: np.ndarray, indices: Sequence[str]):
+        attr = dense_attr(np.asarray(array))
+        super().__init__(
+            result_types=[TensorType(attr.type.get_element_type(), attr.type.get_shape())],
+            attributes={"value": attr, "indices": str_array(indices)},
+        )
+
+    def verify_(self) -> None:
+        _check_rank(self, self.result, names_of(self.indices), "result")
+        if self.value.type.get_shape() != self.result.type.get_shape():  # type: ignore[attr-defined]
+            raise VerifyException("te.constant: value shape differs from result type")
+
+
+@irdl_op_definition
+class SinkOp(IRDLOperation):
+    """Write values to a file after the run (``"out/y.npz" = Y[i,j]``); several values make a dict."""
+
+    name = "te.sink"
+    path = attr_def(StringAttr)
+    names = attr_def(ArrayAttr[StringAttr])
+    values = var_operand_def(TensorType)
+    loc = opt_attr_def(StringAttr)
+    assembly_format = "$path $values attr-dict `:` type($values)"
+
+    def __init__(self, path: str, values: Sequence[SSAValue], names: Sequence[str], loc: str = ""):
+        attrs: dict[str, Attribute] = {"path": StringAttr(path), "names": str_array(names)}
+        if loc:
+            attrs["loc"] = StringAttr(loc)
+        super().__init__(operands=[list(values)], attributes=attrs)
+
+    def verify_(self) -> None:
+        if len(names_of(self.names)) != len(self.values):
+            raise VerifyException("te.sink: one name per value expected")
+
+
+@irdl_op_definition
+class ExportOp(IRDLOperation):
+    """The program's outputs, by name, in order."""
+
+    name = "te.export"
+    names = attr_def(ArrayAttr[StringAttr])
+    values = var_operand_def(TensorType)
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def __init__(self, values: Sequence[SSAValue], names: Sequence[str]):
+        super().__init__(operands=[list(values)], attributes={"names": str_array(names)})
+
+    def verify_(self) -> None:
+        if len(names_of(self.names)) != len(self.values):
+            raise VerifyException("te.export: one name per value expected")
+
+
+# --------------------------------------------------------------------------
+# Extents
+# --------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class DimOp(IRDLOperation):
+    """The extent of one axis of a tensor, as an ``index``."""
+
+    name = "te.dim"
+    source = operand_def(TensorType)
+    axis = attr_def(IntegerAttr)
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "$source `,` $axis attr-dict `:` type($source)"
+
+    def __init__(self, source: SSAValue, axis: int):
+        super().__init__(operands=[source], result_types=[IndexType()], attributes={"axis": IntegerAttr(axis, i64)})
+
+    def verify_(self) -> None:
+        t = self.source.type
+        assert isinstance(t, TensorType)
+        if not 0 <= self.axis.value.data < t.get_num_dims():
+            raise VerifyException(f"te.dim: axis {self.axis.value.data} out of range for {t}")
+
+
+@irdl_op_definition
+class SliceLenOp(IRDLOperation):
+    """The length of ``range(n)[start:stop:step]`` (Python slice rules)."""
+
+    name = "te.slice_len"
+    extent = operand_def(IndexType)
+    slice = attr_def(ArrayAttr[IntegerAttr])  # start, stop, step; absent parts are encoded by `present`
+    present = attr_def(ArrayAttr[IntegerAttr])
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "$extent attr-dict"
+
+    def __init__(self, extent: SSAValue, start: int | None, stop: int | None, step: int | None):
+        parts = [start, stop, step]
+        super().__init__(
+            operands=[extent],
+            result_types=[IndexType()],
+            attributes={
+                "slice": ArrayAttr([IntegerAttr(p or 0, i64) for p in parts]),
+                "present": ArrayAttr([IntegerAttr(int(p is not None), i64) for p in parts]),
+            },
+        )
+
+    def bounds(self) -> tuple[int | None, int | None, int | None]:
+        vals = [a.value.data for a in self.slice.data]
+        pres = [a.value.data for a in self.present.data]
+        start, stop, step = (v if p else None for v, p in zip(vals, pres))
+        return start, stop, step
+
+    def verify_(self) -> None:
+        if self.bounds()[2] == 0:
+            raise VerifyException("te.slice_len: slice step cannot be zero")
+
+
+@irdl_op_definition
+class CheckDimOp(IRDLOperation):
+    """Assert two extents are equal before anything runs; ``message`` says where each came from."""
+
+    name = "te.check_dim"
+    lhs = operand_def(IndexType)
+    rhs = operand_def(IndexType)
+    message = attr_def(StringAttr)
+    loc = opt_attr_def(StringAttr)
+    assembly_format = "$lhs `,` $rhs attr-dict"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, message: str, loc: str = ""):
+        attrs: dict[str, Attribute] = {"message": StringAttr(message)}
+        if loc:
+            attrs["loc"] = StringAttr(loc)
+        super().__init__(operands=[lhs, rhs], attributes=attrs)
+
+
+# --------------------------------------------------------------------------
+# Tensor computation
+# --------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class AccessOp(NamedOp):
+    """Read a tensor through index expressions: names, diagonals, offsets, positions, slices, gathers.
+
+    ``axes`` has one entry per source axis: ``i`` (a name; repeated names take
+    a diagonal), ``i+1`` / ``i-1`` (offset, zero past the ends), ``#3``
+    (position 3), ``s:a:b:c@text`` (a slice, producing the axis named
+    ``text``) or ``$0`` (the values of gather operand 0, whose axes are
+    named by ``gather_indices[0]``). Out-of-range positions
+    and gathered values are run-time errors.
+    """
+
+    name = "te.access"
+    source = operand_def(TensorType)
+    gathers = var_operand_def(TensorType)
+    extents = var_operand_def(IndexType)
+    axes = attr_def(ArrayAttr[StringAttr])
+    gather_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    loc = opt_attr_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(),)
+    assembly_format = (
+        "$source `[` $gathers `]` `(` $extents `)` attr-dict `:` type($source) `[` type($gathers) `]` `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        source: SSAValue,
+        axes: Sequence[str],
+        indices: Sequence[str],
+        result_type: TensorType,
+        gathers: Sequence[SSAValue] = (),
+        gather_indices: Sequence[Sequence[str]] = (),
+        extents: Sequence[SSAValue] = (),
+        loc: str = "",
+    ):
+        attrs: dict[str, Attribute] = {
+            "axes": str_array(axes),
+            "gather_indices": str_array_array(gather_indices),
+            "indices": str_array(indices),
+        }
+        if loc:
+            attrs["loc"] = StringAttr(loc)
+        super().__init__(
+            operands=[source, list(gathers), list(extents)], result_types=[result_type], attributes=attrs
+        )
+
+    def verify_(self) -> None:
+        axes = names_of(self.axes)
+        _check_rank(self, self.source, axes, "source")
+        self.verify_named(list(self.gathers), self.gather_indices, self.indices)
+        for a in axes:
+            if a.startswith("$") and int(a[1:]) >= len(self.gathers):
+                raise VerifyException(f"te.access: axis {a} names a missing gather operand")
+
+
+@irdl_op_definition
+class ContractOp(NamedOp):
+    """Product of the operands joined by index name, other indices projected with ``projection``."""
+
+    name = "te.contract"
+    inputs = var_operand_def(TensorType)
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    projection = attr_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$inputs attr-dict `:` functional-type($inputs, results)"
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue],
+        operand_indices: Sequence[Sequence[str]],
+        indices: Sequence[str],
+        projection: str,
+        result_type: TensorType,
+    ):
+        super().__init__(
+            operands=[list(inputs)],
+            result_types=[result_type],
+            attributes={
+                "operand_indices": str_array_array(operand_indices),
+                "indices": str_array(indices),
+                "projection": StringAttr(projection),
+            },
+        )
+
+    def verify_(self) -> None:
+        self.verify_named(list(self.inputs), self.operand_indices, self.indices)
+        if self.projection.data not in PROJECTIONS:
+            raise VerifyException(f"te.contract: unknown projection {self.projection.data!r}")
+        union = {n for names in names_of_each(self.operand_indices) for n in names}
+        missing = [n for n in names_of(self.indices) if n not in union]
+        if missing:
+            raise VerifyException(f"te.contract: result indices {missing} are on no operand (use te.broadcast)")
+
+
+@irdl_op_definition
+class MapOp(NamedOp):
+    """An elementwise builtin or operator over the union of the operands' indices (broadcast by name)."""
+
+    name = "te.map"
+    inputs = var_operand_def(TensorType)
+    fn = attr_def(StringAttr)
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    params = opt_attr_def(DictionaryAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$fn $inputs attr-dict `:` functional-type($inputs, results)"
+
+    def __init__(
+        self,
+        fn: str,
+        inputs: Sequence[SSAValue],
+        operand_indices: Sequence[Sequence[str]],
+        indices: Sequence[str],
+        result_type: TensorType,
+        params: dict[str, object] | None = None,
+    ):
+        attrs: dict[str, Attribute] = {
+            "fn": StringAttr(fn),
+            "operand_indices": str_array_array(operand_indices),
+            "indices": str_array(indices),
+        }
+        if params:
+            attrs["params"] = params_attr(params)
+        super().__init__(operands=[list(inputs)], result_types=[result_type], attributes=attrs)
+
+    def verify_(self) -> None:
+        self.verify_named(list(self.inputs), self.operand_indices, self.indices)
+        union = {n for names in names_of_each(self.operand_indices) for n in names}
+        if union != set(names_of(self.indices)):
+            raise VerifyException("te.map: result indices must be exactly the union of the operand indices")
+
+
+@irdl_op_definition
+class BroadcastOp(NamedOp):
+    """Permute a tensor to ``indices`` and repeat it along the new ones (extents given in order)."""
+
+    name = "te.broadcast"
+    input = operand_def(TensorType)
+    extents = var_operand_def(IndexType)
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input `(` $extents `)` attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(
+        self,
+        input: SSAValue,
+        extents: Sequence[SSAValue],
+        operand_indices: Sequence[str],
+        indices: Sequence[str],
+        result_type: TensorType,
+    ):
+        super().__init__(
+            operands=[input, list(extents)],
+            result_types=[result_type],
+            attributes={"operand_indices": str_array_array([operand_indices]), "indices": str_array(indices)},
+        )
+
+    def verify_(self) -> None:
+        self.verify_named([self.input], self.operand_indices, self.indices)
+        src = set(names_of_each(self.operand_indices)[0])
+        new = [n for n in names_of(self.indices) if n not in src]
+        if not src <= set(names_of(self.indices)):
+            raise VerifyException("te.broadcast: every operand index must stay in the result")
+        if len(new) != len(self.extents):
+            raise VerifyException(f"te.broadcast: {len(new)} new indices {new} but {len(self.extents)} extents")
+
+
+@irdl_op_definition
+class ReduceOp(NamedOp):
+    """Reduce the operand's indices absent from ``indices`` with ``kind`` (sum/max/min/mean/prod/any/logsumexp)."""
+
+    name = "te.reduce"
+    input = operand_def(TensorType)
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    kind = attr_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$kind $input attr-dict `:` functional-type($input, results)"
+
+    def __init__(
+        self, kind: str, input: SSAValue, operand_indices: Sequence[str], indices: Sequence[str], result_type: TensorType
+    ):
+        super().__init__(
+            operands=[input],
+            result_types=[result_type],
+            attributes={
+                "kind": StringAttr(kind),
+                "operand_indices": str_array_array([operand_indices]),
+                "indices": str_array(indices),
+            },
+        )
+
+    def verify_(self) -> None:
+        self.verify_named([self.input], self.operand_indices, self.indices)
+        if self.kind.data not in REDUCTIONS:
+            raise VerifyException(f"te.reduce: unknown reduction {self.kind.data!r}")
+        if not set(names_of(self.indices)) <= set(names_of_each(self.operand_indices)[0]):
+            raise VerifyException("te.reduce: result indices must be operand indices")
+
+
+@irdl_op_definition
+class AxisOp(NamedOp):
+    """A builtin that works along one named axis and keeps all indices (softmax, lnorm, ...)."""
+
+    name = "te.axis_fn"
+    inputs = var_operand_def(TensorType)
+    fn = attr_def(StringAttr)
+    axis = attr_def(StringAttr)
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    params = opt_attr_def(DictionaryAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$fn $inputs attr-dict `:` functional-type($inputs, results)"
+
+    def __init__(
+        self,
+        fn: str,
+        axis: str,
+        inputs: Sequence[SSAValue],
+        operand_indices: Sequence[Sequence[str]],
+        indices: Sequence[str],
+        result_type: TensorType,
+        params: dict[str, object] | None = None,
+    ):
+        attrs: dict[str, Attribute] = {
+            "fn": StringAttr(fn),
+            "axis": StringAttr(axis),
+            "operand_indices": str_array_array(operand_indices),
+            "indices": str_array(indices),
+        }
+        if params:
+            attrs["params"] = params_attr(params)
+        super().__init__(operands=[list(inputs)], result_types=[result_type], attributes=attrs)
+
+    def verify_(self) -> None:
+        self.verify_named(list(self.inputs), self.operand_indices, self.indices)
+        if self.axis.data not in names_of(self.indices):
+            raise VerifyException(f"te.axis_fn: axis {self.axis.data!r} is not a result index")
+
+
+@irdl_op_definition
+class ConcatOp(NamedOp):
+    """Join operands along one axis (``operand_axes[k]`` in operand k) into result axis ``axis``."""
+
+    name = "te.concat"
+    inputs = var_operand_def(TensorType)
+    axis = attr_def(StringAttr)
+    operand_axes = attr_def(ArrayAttr[StringAttr])
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$inputs attr-dict `:` functional-type($inputs, results)"
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue],
+        axis: str,
+        operand_axes: Sequence[str],
+        operand_indices: Sequence[Sequence[str]],
+        indices: Sequence[str],
+        result_type: TensorType,
+    ):
+        super().__init__(
+            operands=[list(inputs)],
+            result_types=[result_type],
+            attributes={
+                "axis": StringAttr(axis),
+                "operand_axes": str_array(operand_axes),
+                "operand_indices": str_array_array(operand_indices),
+                "indices": str_array(indices),
+            },
+        )
+
+    def verify_(self) -> None:
+        self.verify_named(list(self.inputs), self.operand_indices, self.indices)
+        if len(names_of(self.operand_axes)) != len(self.inputs):
+            raise VerifyException("te.concat: one operand axis per operand expected")
+
+
+@irdl_op_definition
+class FlattenOp(NamedOp):
+    """Merge the operand's last two axes (row-major) into the result's last axis."""
+
+    name = "te.flatten"
+    input = operand_def(TensorType)
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` functional-type($input, results)"
+
+    def __init__(self, input: SSAValue, operand_indices: Sequence[str], indices: Sequence[str], result_type: TensorType):
+        super().__init__(
+            operands=[input],
+            result_types=[result_type],
+            attributes={"operand_indices": str_array_array([operand_indices]), "indices": str_array(indices)},
+        )
+
+    def verify_(self) -> None:
+        self.verify_named([self.input], self.operand_indices, self.indices)
+        if len(names_of(self.indices)) + 1 != len(names_of_each(self.operand_indices)[0]):
+            raise VerifyException("te.flatten: the result has one axis fewer than the operand")
+
+
+@irdl_op_definition
+class GenerateOp(IRDLOperation):
+    """A tensor built from extents alone: ``causal_mask`` over two indices, ``even``/``odd`` over one."""
+
+    name = "te.generate"
+    fn = attr_def(StringAttr)
+    extents = var_operand_def(IndexType)
+    indices = attr_def(ArrayAttr[StringAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$fn `(` $extents `)` attr-dict `:` type($result)"
+
+    def __init__(self, fn: str, extents: Sequence[SSAValue], indices: Sequence[str], result_type: TensorType):
+        super().__init__(
+            operands=[list(extents)],
+            result_types=[result_type],
+            attributes={"fn": StringAttr(fn), "indices": str_array(indices)},
+        )
+
+    def verify_(self) -> None:
+        out = names_of(self.indices)
+        _check_rank(self, self.result, out, "result")
+        want = {"causal_mask": 2, "even": 1, "odd": 1}.get(self.fn.data)
+        if want is None:
+            raise VerifyException(f"te.generate: unknown generator {self.fn.data!r}")
+        if len(out) != want or len(self.extents) != want:
+            raise VerifyException(f"te.generate: {self.fn.data} takes {want} indices and extents")
+
+
+@irdl_op_definition
+class PlaceOp(NamedOp):
+    """Write a value at fixed positions of some axes (``W[1, h] = B[h]``), zeros elsewhere.
+
+    ``positions[k]`` is the position written on result axis k, or -1 when axis
+    k is the operand's index ``indices[k]``; each fixed axis takes its extent
+    from ``extents`` in order.
+    """
+
+    name = "te.place"
+    input = operand_def(TensorType)
+    extents = var_operand_def(IndexType)
+    positions = attr_def(ArrayAttr[IntegerAttr])
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    loc = opt_attr_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input `(` $extents `)` attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(
+        self,
+        input: SSAValue,
+        extents: Sequence[SSAValue],
+        positions: Sequence[int],
+        operand_indices: Sequence[str],
+        indices: Sequence[str],
+        result_type: TensorType,
+        loc: str = "",
+    ):
+        attrs: dict[str, Attribute] = {
+            "positions": ArrayAttr([IntegerAttr(p, i64) for p in positions]),
+            "operand_indices": str_array_array([operand_indices]),
+            "indices": str_array(indices),
+        }
+        if loc:
+            attrs["loc"] = StringAttr(loc)
+        super().__init__(operands=[input, list(extents)], result_types=[result_type], attributes=attrs)
+
+    def position_list(self) -> list[int]:
+        return [a.value.data for a in self.positions.data]
+
+    def verify_(self) -> None:
+        self.verify_named([self.input], self.operand_indices, self.indices)
+        pos = self.position_list()
+        if len(pos) != len(names_of(self.indices)):
+            raise VerifyException("te.place: one position per result axis expected")
+        if sum(p >= 0 for p in pos) != len(self.extents):
+            raise VerifyException("te.place: one extent per fixed axis expected")
+        free = [n for n, p in zip(names_of(self.indices), pos) if p < 0]
+        if sorted(free) != sorted(names_of_each(self.operand_indices)[0]):
+            raise VerifyException("te.place: the free result axes must be exactly the operand's indices")
+
+
+@irdl_op_definition
+class BlockOp(NamedOp):
+    """A model block with its own index rules: ``attention``, ``rope``, ``tucker_dense``, ``topk``.
+
+    ``roles`` names the axes each block needs (e.g. ``query``, ``key``,
+    ``feature``); ``topk`` has two results (indices, values).
+    """
+
+    name = "te.block"
+    inputs = var_operand_def(TensorType)
+    fn = attr_def(StringAttr)
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    roles = attr_def(DictionaryAttr)
+    params = opt_attr_def(DictionaryAttr)
+    outputs = var_result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$fn $inputs attr-dict `:` functional-type($inputs, results)"
+
+    def __init__(
+        self,
+        fn: str,
+        inputs: Sequence[SSAValue],
+        operand_indices: Sequence[Sequence[str]],
+        indices: Sequence[str],
+        roles: dict[str, str],
+        result_types: Sequence[TensorType],
+        params: dict[str, object] | None = None,
+    ):
+        attrs: dict[str, Attribute] = {
+            "fn": StringAttr(fn),
+            "operand_indices": str_array_array(operand_indices),
+            "indices": str_array(indices),
+            "roles": params_attr(dict(roles)),
+        }
+        if params:
+            attrs["params"] = params_attr(params)
+        super().__init__(operands=[list(inputs)], result_types=[list(result_types)], attributes=attrs)
+
+    def verify_(self) -> None:
+        if self.fn.data not in ("attention", "rope", "tucker_dense", "topk"):
+            raise VerifyException(f"te.block: unknown block {self.fn.data!r}")
+        each = names_of_each(self.operand_indices)
+        if len(each) != len(self.inputs):
+            raise VerifyException("te.block: one operand_indices entry per operand expected")
+        for k, (v, names) in enumerate(zip(self.inputs, each)):
+            _check_rank(self, v, names, f"operand #{k}")
+        for r in self.outputs:
+            _check_rank(self, r, names_of(self.indices), "result")
+
+
+@irdl_op_definition
+class GroupOp(IRDLOperation):
+    """Define tensor ``name`` as the combination of its equations' contributions (sum, or OR if boolean)."""
+
+    name = "te.group"
+    inputs = var_operand_def(TensorType)
+    tensor_name = attr_def(StringAttr, attr_name="name")
+    indices = attr_def(ArrayAttr[StringAttr])
+    boolean = attr_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$name $inputs attr-dict `:` functional-type($inputs, results)"
+
+    def __init__(
+        self, name: str, inputs: Sequence[SSAValue], indices: Sequence[str], boolean: bool, result_type: TensorType
+    ):
+        super().__init__(
+            operands=[list(inputs)],
+            result_types=[result_type],
+            attributes={
+                "name": StringAttr(name),
+                "indices": str_array(indices),
+                "boolean": BoolAttr.from_bool(boolean),
+            },
+        )
+
+    def verify_(self) -> None:
+        out = names_of(self.indices)
+        _check_rank(self, self.result, out, "result")
+        if not self.inputs:
+            raise VerifyException("te.group: at least one contribution expected")
+        for k, v in enumerate(self.inputs):
+            _check_rank(self, v, out, f"contribution #{k}")
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    """Convert a tensor's element type (NumPy ``astype`` semantics)."""
+
+    name = "te.cast"
+    input = operand_def(TensorType)
+    indices = attr_def(ArrayAttr[StringAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` functional-type($input, results)"
+
+    def __init__(self, input: SSAValue, indices: Sequence[str], result_type: TensorType):
+        super().__init__(operands=[input], result_types=[result_type], attributes={"indices": str_array(indices)})
+
+    def verify_(self) -> None:
+        _check_rank(self, self.input, names_of(self.indices), "operand")
+        _check_rank(self, self.result, names_of(self.indices), "result")
+
+
+TensorEq = Dialect(
+    "te",
+    [
+        InputOp,
+        SourceOp,
+        ConstantOp,
+        SinkOp,
+        ExportOp,
+        DimOp,
+        SliceLenOp,
+        CheckDimOp,
+        AccessOp,
+        ContractOp,
+        MapOp,
+        BroadcastOp,
+        ReduceOp,
+        AxisOp,
+        ConcatOp,
+        FlattenOp,
+        GenerateOp,
+        PlaceOp,
+        BlockOp,
+        GroupOp,
+        CastOp,
+    ],
+    [],
+)

@@ -1,0 +1,1099 @@
+"""AST → tensor_eq lowering, with dependency ordering, extent inference and dtype inference.
+
+The lowering follows LANGUAGE.md §4 literally: a right-hand side is a sum of
+terms, each term a product of factors joined by index name and projected
+with the equation's operator over the indices the left-hand side lacks; a
+call's argument keeps the indices it shares with the rest of the equation
+(plus the axis a normalising builtin works along) and projects the others;
+each contribution is broadcast to the left-hand side and the contributions of
+one left-hand side are summed (or OR-ed, for boolean tensors).
+
+Dtypes are inferred by asking the reference NumPy implementations what they
+return for tiny arrays of the operand dtypes, so the IR's types and the
+interpreter's results can never disagree. Literals are weak (NEP 50).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from fuse_mlir import builtins as bi
+from fuse_mlir.diagnostics import FuseError, Loc
+from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.frontend import ast as A
+from fuse_mlir.frontend.resolve import (
+    Resolved,
+    call_axis_name,
+    free_indices,
+    literal_array,
+    rename_indices,
+    split_factors,
+    split_terms,
+)
+from fuse_mlir.frontend.shapes import DimDef, Dims, Key, Where
+from fuse_mlir.interp import dtypes as dt
+
+
+@dataclass(frozen=True)
+class Weak:
+    """A literal not yet given a dtype: it takes the dtype of what it combines with (NEP 50)."""
+
+    value: int | float
+
+
+@dataclass(frozen=True)
+class TV:
+    """A lowered tensor value and the index names of its axes."""
+
+    value: SSAValue
+    names: tuple[str, ...]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return te.dtype_of(self.value)
+
+
+Val = TV | Weak
+
+
+@dataclass
+class InputSpec:
+    """A program input: its name, rank and (specialised) dtype."""
+
+    name: str
+    rank: int
+    dtype: np.dtype
+    loc: Loc
+
+
+@dataclass
+class Lowered:
+    """The result of lowering: the module plus what the runner needs to call it."""
+
+    module: ModuleOp
+    inputs: list[InputSpec]
+    exports: list[str]
+    group_order: list[str]
+
+
+MAP_OPS = {
+    "+": "add",
+    "-": "sub",
+    "*": "mul",
+    "/": "div",
+    "**": "pow",
+    "<": "lt",
+    "<=": "le",
+    ">": "gt",
+    ">=": "ge",
+    "==": "eq",
+    "!=": "ne",
+    "&&": "and",
+    "||": "or",
+}
+
+
+def ref_text(ref: A.TensorRef) -> str:
+    """A tensor reference as written (for messages)."""
+    if ref.indices is None:
+        return ref.name
+    return f"{ref.name}[{', '.join(item_text(i) for i in ref.indices)}]"
+
+
+def item_text(item: A.IndexItem) -> str:
+    match item:
+        case A.IndexName(name=n, dotted=d, time=t):
+            return ("*" if t else "") + n + ("." if d else "")
+        case A.IndexOffset(name=n, offset=o, time=t):
+            return ("*" if t else "") + n + (f"+{o}" if o >= 0 else str(o))
+        case A.IndexNumber(value=v):
+            return str(v)
+        case A.IndexSlice(text=t):
+            return t
+        case A.IndexTensor():
+            return "<expr>"
+    return "?"
+
+
+def tensor_refs(e: A.Expr) -> list[A.TensorRef]:
+    """Every tensor reference inside an expression, gathers included, in order."""
+    out: list[A.TensorRef] = []
+
+    def walk(x: object) -> None:
+        if isinstance(x, A.TensorRef):
+            out.append(x)
+            for item in x.indices or ():
+                if isinstance(item, A.IndexTensor):
+                    walk(item.expr)
+            return
+        if isinstance(x, A.Call):
+            b = bi.lookup(x.name)
+            for a in x.args:
+                if b is not None and b.kind is bi.Kind.INDEX_FN:
+                    continue
+                walk(a)
+            for k, v in x.kwargs:
+                if k != "axis":
+                    walk(v)
+            return
+        if isinstance(x, A.Case):
+            for c, v in x.branches:
+                walk(c)
+                walk(v)
+            walk(x.default)
+            return
+        if isinstance(x, tuple):
+            for y in x:
+                walk(y)
+            return
+        for attr in ("expr", "operand", "lhs", "rhs", "cond", "then", "orelse", "body", "items"):
+            if hasattr(x, attr):
+                walk(getattr(x, attr))
+
+    walk(e)
+    return out
+
+
+class Lowerer:
+    """Builds one tensor_eq module for one input dtype signature."""
+
+    def __init__(
+        self,
+        prog: Resolved,
+        input_dtypes: dict[str, np.dtype],
+        source_arrays: dict[str, np.ndarray],
+    ):
+        self.prog = prog
+        self.input_dtypes = input_dtypes
+        self.source_arrays = source_arrays
+        self.ops: list[Operation] = []
+        self.dims = Dims()
+        self.values: dict[str, TV] = {}
+        self.extent_cache: dict[Key, SSAValue] = {}
+        self.eq_id = -1
+        self.dotted: str | None = None
+        self.rhs: dict[int, A.Expr] = {}
+        self._concat_ids = 0
+
+    # -- helpers -------------------------------------------------------------
+
+    def emit(self, op: Operation) -> Operation:
+        self.ops.append(op)
+        return op
+
+    def L(self, name: str, eq: int | None = None) -> Key:
+        return ("L", self.eq_id if eq is None else eq, name)
+
+    def shape(self, names: Sequence[str]) -> list[int]:
+        out = []
+        for n in names:
+            s = self.dims.static_extent(self.L(n))
+            out.append(te.DYNAMIC if s is None else s)
+        return out
+
+    def ttype(self, dtype: np.dtype, names: Sequence[str]):
+        return te.tensor_type(dtype, self.shape(names))
+
+    # -- program structure ---------------------------------------------------
+
+    def run(self) -> Lowered:
+        prog = self.prog
+        groups: dict[str, list[tuple[int, A.Equation]]] = {}
+        for k, eq in enumerate(prog.equations):
+            groups.setdefault(eq.lhs.name, []).append((k, eq))
+        sources = {s.lhs.name: s for s in prog.sources}
+        for name, s in sources.items():
+            if name in groups:
+                raise FuseError(
+                    f"'{name}' is loaded from a file and also defined by an equation",
+                    groups[name][0][1].loc,
+                    [("loaded here", s.loc)],
+                )
+        self.groups = groups
+        self.sources = sources
+        self.ranks = self._ranks(groups)
+        order = self._order(groups)
+        inputs = self._inputs(groups, sources)
+        self._collect_dims(groups, sources, inputs)
+
+        for spec in inputs:
+            op = self.emit(
+                te.InputOp(spec.name, self._canon_names(spec.name, spec.rank), te.tensor_type(spec.dtype, [te.DYNAMIC] * spec.rank))
+            )
+            self.values[spec.name] = TV(op.results[0], self._canon_names(spec.name, spec.rank))
+        for name, s in sources.items():
+            arr = self.source_arrays[name]
+            names = self._canon_names(name, arr.ndim)
+            op = self.emit(te.SourceOp(name, s.path, names, te.tensor_type(arr.dtype, arr.shape), s.loc.encode()))
+            self.values[name] = TV(op.results[0], names)
+        self._emit_checks()
+
+        for name in order:
+            self._lower_group(name, groups[name])
+        for sink in prog.sinks:
+            self._lower_sink(sink)
+        exports = self._exports(groups)
+        self.emit(te.ExportOp([self.values[n].value for n in exports], exports))
+        module = ModuleOp(self.ops)
+        return Lowered(module, inputs, exports, order)
+
+    def _canon_names(self, name: str, rank: int) -> list[str]:
+        """Canonical axis names of a tensor: its first equation's plain left-hand names where possible."""
+        eqs = self.groups.get(name)
+        if not eqs and len(self.input_names.get(name, ())) == rank:
+            return self.input_names[name]
+        if eqs:
+            items = eqs[0][1].lhs.indices or ()
+            names = [i.name if isinstance(i, A.IndexName) else f"d{k}" for k, i in enumerate(items)]
+            if len(set(names)) == len(names):
+                return names
+        return [f"d{k}" for k in range(rank)]
+
+    def _ranks(self, groups) -> dict[str, tuple[int, Loc]]:
+        ranks: dict[str, tuple[int, Loc]] = {}
+
+        def note(name: str, rank: int, loc: Loc, what: str) -> None:
+            if name in ranks and ranks[name][0] != rank:
+                raise FuseError(
+                    f"{name} {what} {rank} ind{'ex' if rank == 1 else 'ices'} here but {ranks[name][0]} elsewhere",
+                    loc,
+                    [(f"{name} has {ranks[name][0]} here", ranks[name][1])],
+                )
+            ranks.setdefault(name, (rank, loc))
+
+        for name, eqs in groups.items():
+            for _, eq in eqs:
+                note(name, len(eq.lhs.indices or ()), eq.lhs.loc, "is defined with")
+        for s in self.prog.sources:
+            note(s.lhs.name, len(s.lhs.indices or ()), s.lhs.loc, "is loaded with")
+        for expr in [eq.rhs for eqs in groups.values() for _, eq in eqs] + [s.rhs for s in self.prog.sinks]:
+            for ref in tensor_refs(expr):
+                if ref.indices is not None:
+                    note(ref.name, len(ref.indices), ref.loc, "is used with")
+        return ranks
+
+    def _order(self, groups) -> list[str]:
+        """Groups in dependency order (stable by first definition); a cycle is an error naming it."""
+        deps: dict[str, list[str]] = {}
+        for name, eqs in groups.items():
+            seen: dict[str, None] = {}
+            for _, eq in eqs:
+                for ref in tensor_refs(eq.rhs):
+                    if ref.name in groups:
+                        seen.setdefault(ref.name, None)
+            deps[name] = list(seen)
+        order: list[str] = []
+        state: dict[str, int] = {}
+        for root in groups:
+            if state.get(root):
+                continue
+            stack: list[tuple[str, int]] = [(root, 0)]
+            path: list[str] = []
+            while stack:
+                node, i = stack.pop()
+                if i == 0:
+                    if state.get(node) == 2:
+                        continue
+                    state[node] = 1
+                    path.append(node)
+                if i < len(deps[node]):
+                    stack.append((node, i + 1))
+                    nxt = deps[node][i]
+                    if state.get(nxt) == 1:
+                        cyc = path[path.index(nxt) :] + [nxt]
+                        eq = groups[nxt][0][1]
+                        raise FuseError(
+                            f"dependency cycle: {' -> '.join(cyc)} (recursive programs need mode='fixpoint')",
+                            eq.loc,
+                        )
+                    if not state.get(nxt):
+                        stack.append((nxt, 0))
+                else:
+                    state[node] = 2
+                    path.pop()
+                    order.append(node)
+        return order
+
+    def _inputs(self, groups, sources) -> list[InputSpec]:
+        specs: dict[str, InputSpec] = {}
+        exprs = [eq.rhs for eqs in groups.values() for _, eq in eqs] + [s.rhs for s in self.prog.sinks]
+        index_inputs = {
+            r.name
+            for expr in exprs
+            for ref in tensor_refs(expr)
+            for item in ref.indices or ()
+            if isinstance(item, A.IndexTensor)
+            for r in tensor_refs(item.expr)
+        }
+        self.input_names: dict[str, list[str]] = {}
+        for expr in exprs:
+            for ref in tensor_refs(expr):
+                names = [i.name for i in ref.indices or () if isinstance(i, A.IndexName)]
+                if len(names) == len(ref.indices or ()) and len(set(names)) == len(names):
+                    self.input_names.setdefault(ref.name, names)
+                n = ref.name
+                if n in groups or n in sources or n in specs:
+                    continue
+                if n not in self.ranks:
+                    raise FuseError(
+                        f"the rank of input {n} is unknown: use it with indices somewhere (e.g. {n}[i])", ref.loc
+                    )
+                default = np.int64 if n in index_inputs else np.float64
+                dtype = np.dtype(self.input_dtypes.get(n, default))
+                specs[n] = InputSpec(n, self.ranks[n][0], dtype, ref.loc)
+        for name, loc in self.prog.exports:
+            if name not in groups and name not in sources and name not in specs:
+                raise FuseError(f"cannot export '{name}': it is not defined or used by the program", loc)
+        return list(specs.values())
+
+    def _exports(self, groups) -> list[str]:
+        if self.prog.exports:
+            out: dict[str, None] = {}
+            for name, _ in self.prog.exports:
+                out.setdefault(name, None)
+            return list(out)
+        return list(groups)
+
+    # -- extents -------------------------------------------------------------
+
+    def _collect_dims(self, groups, sources, inputs: list[InputSpec]) -> None:
+        dims = self.dims
+        input_names = {s.name for s in inputs}
+        self.locals_by_name: dict[str, list[Key]] = {}
+        self.where: dict[Key, Where] = {}
+        for name, s in sources.items():
+            arr = self.source_arrays[name]
+            for k, n in enumerate(arr.shape):
+                iname = item_text(s.lhs.indices[k]) if s.lhs.indices else f"axis {k}"
+                dims.add_def(("T", name, k), DimDef("const", int(n), Where(iname, ref_text(s.lhs), s.lhs.loc)))
+        numeric_axes: dict[tuple[str, int], list[int]] = {}
+
+        def local(eq: int, name: str, where: Where) -> Key:
+            key = ("L", eq, name)
+            dims.find(key)
+            if key not in self.where:
+                self.where[key] = where
+                self.locals_by_name.setdefault(name.split("#")[0], []).append(key)
+                if name in self.prog.axes:
+                    size, aloc = self.prog.axes[name]
+                    dims.add_def(key, DimDef("const", size, Where(name, f"axis {name} = {size}", aloc)))
+            return key
+
+        def visit_ref(eq: int, ref: A.TensorRef) -> None:
+            if ref.indices is None:
+                return
+            text = ref_text(ref)
+            for k, item in enumerate(ref.indices):
+                tkey = ("T", ref.name, k)
+                dims.find(tkey)
+                if isinstance(item, A.IndexName | A.IndexOffset):
+                    w = Where(item.name, text, item.loc)
+                    key = local(eq, item.name, w)
+                    if ref.name in input_names:
+                        dims.add_def(tkey, DimDef("input", (ref.name, k), w))
+                    dims.union(key, tkey)
+                elif isinstance(item, A.IndexSlice):
+                    key = local(eq, item.text, Where(item.text, text, item.loc))
+                    dims.add_def(
+                        key,
+                        DimDef("derived", ("slice", tkey, item.start, item.stop, item.step), Where(item.text, text, item.loc)),
+                    )
+                    if ref.name in input_names:
+                        dims.add_def(tkey, DimDef("input", (ref.name, k), Where(f"axis {k}", text, item.loc)))
+                elif ref.name in input_names:
+                    dims.add_def(tkey, DimDef("input", (ref.name, k), Where(f"axis {k}", text, item.loc)))
+
+        for name, eqs in groups.items():
+            for eid, eq in eqs:
+                self.eq_id = eid
+                lhs = eq.lhs
+                self.dotted = next(
+                    (i.name for i in lhs.indices or () if isinstance(i, A.IndexName) and i.dotted), None
+                )
+                lhs_names = [i.name for i in lhs.indices or () if isinstance(i, A.IndexName)]
+                rhs = self._prepare_rhs(eq, eid, lhs_names, local)
+                self.rhs[eid] = rhs
+                for ref in tensor_refs(rhs):
+                    visit_ref(eid, ref)
+                for k, item in enumerate(lhs.indices or ()):
+                    tkey = ("T", name, k)
+                    dims.find(tkey)
+                    if isinstance(item, A.IndexName):
+                        key = local(eid, item.name, Where(item.name, ref_text(lhs), item.loc))
+                        dims.union(tkey, key)
+                    elif isinstance(item, A.IndexNumber):
+                        if item.value < 0:
+                            raise FuseError("a position written on the left must be non-negative", item.loc)
+                        numeric_axes.setdefault((name, k), []).append(item.value)
+                    else:
+                        raise FuseError(
+                            "the left-hand side takes index names and numeric positions only", item.loc
+                        )
+                seen = [i.name for i in lhs.indices or () if isinstance(i, A.IndexName)]
+                if len(set(seen)) != len(seen):
+                    raise FuseError("an index name may appear only once on the left-hand side", lhs.loc)
+        for sid, sink in enumerate(self.prog.sinks):
+            self.eq_id = -1 - sid
+            for ref in tensor_refs(sink.rhs):
+                visit_ref(self.eq_id, ref)
+        # Axes written only at numeric positions are one past the largest position.
+        for (name, k), positions in numeric_axes.items():
+            tkey = ("T", name, k)
+            if not dims.definitions(tkey):
+                eq = groups[name][0][1]
+                dims.add_def(
+                    tkey,
+                    DimDef("const", max(positions) + 1, Where(f"axis {k}", ref_text(eq.lhs), eq.lhs.loc)),
+                )
+        dims.check_constants()
+        dims.resolve_by_name(self.locals_by_name, self.where)
+        dims.check_constants()
+        dims.require_all(list(self.where), self.where)
+        for name, eqs in groups.items():
+            for k in range(self.ranks[name][0]):
+                if not dims.definitions(("T", name, k)):
+                    raise FuseError(f"cannot infer the extent of axis {k} of {name}", eqs[0][1].loc)
+
+    def _prepare_rhs(self, eq: A.Equation, eid: int, lhs_names: list[str], local) -> A.Expr:
+        """Rename each concat argument's joined axis apart and record the derived extents (sum, product)."""
+        dims = self.dims
+
+        def rewrite(x: A.Expr) -> A.Expr:
+            if isinstance(x, A.Call):
+                b = bi.lookup(x.name)
+                if b is not None and b.kind is bi.Kind.CONCAT:
+                    args = [rewrite(a) for a in x.args]
+                    if len(args) == 1:
+                        names = free_indices(args[0])
+                        if len(names) < 2:
+                            raise FuseError("concat of one argument flattens its last two axes; it needs two", x.loc)
+                        fresh = [n for n in lhs_names if n not in names]
+                        if len(fresh) != 1:
+                            raise FuseError(
+                                "a flattening concat needs exactly one left-hand index that its argument lacks, "
+                                "to name the flattened axis",
+                                x.loc,
+                            )
+                        w = Where(fresh[0], "concat(...)", x.loc)
+                        a, c = local(eid, names[-2], w), local(eid, names[-1], w)
+                        dims.add_def(local(eid, fresh[0], w), DimDef("derived", ("mul", (a, c)), w))
+                        return A.Call("__flatten__", (args[0],), (("axis", A.TensorRef(fresh[0], None, x.loc)),), x.loc)
+                    axis = call_axis_name(x, free_indices(args[0]), self.dotted)
+                    if axis is None:
+                        raise FuseError("concat needs an axis", x.loc)
+                    self._concat_ids += 1
+                    parts = []
+                    keys = []
+                    for k, a in enumerate(args):
+                        if axis not in free_indices(a):
+                            raise FuseError(f"concat argument {k + 1} has no axis {axis}", a.loc)
+                        new = f"{axis}#c{self._concat_ids}.{k}"
+                        parts.append(rename_indices(a, {axis: new}))
+                        keys.append(local(eid, new, Where(axis, f"concat argument {k + 1}", a.loc)))
+                    w = Where(axis, "concat(...)", x.loc)
+                    dims.add_def(local(eid, axis, w), DimDef("derived", ("sum", tuple(keys)), w))
+                    names = tuple(f"{axis}#c{self._concat_ids}.{k}" for k in range(len(args)))
+                    return A.Call(
+                        "__concat__",
+                        tuple(parts),
+                        (("axis", A.TensorRef(axis, None, x.loc)),)
+                        + tuple((f"__part{k}", A.TensorRef(n, None, x.loc)) for k, n in enumerate(names)),
+                        x.loc,
+                    )
+                if b is not None and b.name == "causal_mask":
+                    if len(lhs_names) != 2:
+                        raise FuseError("causal_mask builds a matrix: its left-hand side needs two indices", x.loc)
+                    w = Where(lhs_names[0], "causal_mask(...)", x.loc)
+                    p, q = local(eid, lhs_names[0], w), local(eid, lhs_names[1], w)
+                    dims.union(p, q)
+                    if x.args:
+                        size = x.args[0]
+                        if not (isinstance(size, A.Number) and size.is_int and size.value >= 0):
+                            raise FuseError("causal_mask(L) takes a non-negative integer size", size.loc)
+                        dims.add_def(p, DimDef("const", int(size.value), w))
+                    return x
+                if b is not None and b.name == "const":
+                    arr = literal_array(x.args[0])
+                    if arr.ndim != len(lhs_names):
+                        raise FuseError(
+                            f"const(...) has rank {arr.ndim} but the left-hand side has {len(lhs_names)} indices",
+                            x.loc,
+                        )
+                    for n, size in zip(lhs_names, arr.shape):
+                        w = Where(n, "const(...)", x.loc)
+                        dims.add_def(local(eid, n, w), DimDef("const", int(size), w))
+                    return x
+                if b is not None and b.kind is bi.Kind.INDEX_FN:
+                    for n in free_indices(x):
+                        local(eid, n, Where(n, f"{x.name}({n})", x.loc))
+                    return x
+                return replace(
+                    x, args=tuple(rewrite(a) for a in x.args), kwargs=tuple((k, rewrite(v)) for k, v in x.kwargs)
+                )
+            from fuse_mlir.frontend.resolve import _map_children
+
+            return _map_children(x, rewrite)
+
+        rhs = rewrite(eq.rhs)
+        for n in free_indices(rhs):
+            local(eid, n, Where(n, "the right-hand side", eq.rhs.loc))
+        for item in eq.lhs.indices or ():
+            if isinstance(item, A.IndexName):
+                local(eid, item.name, Where(item.name, ref_text(eq.lhs), item.loc))
+        return rhs
+
+    def extent(self, key: Key) -> SSAValue:
+        """The SSA value of a class's canonical extent (emitted once)."""
+        root = self.dims.find(key)
+        if root in self.extent_cache:
+            return self.extent_cache[root]
+        d = self.dims.canonical(key)
+        if d is None:
+            raise FuseError(f"internal: no extent for {key}")
+        v = self._def_value(d)
+        self.extent_cache[root] = v
+        return v
+
+    def _def_value(self, d: DimDef) -> SSAValue:
+        if d.kind == "const":
+            return self.emit(arith.ConstantOp(IntegerAttr(int(d.value), IndexType()))).results[0]  # type: ignore[arg-type]
+        if d.kind == "input":
+            name, axis = d.value  # type: ignore[misc]
+            return self.emit(te.DimOp(self.values[name].value, axis)).results[0]
+        op, *args = d.value  # type: ignore[misc]
+        if op == "slice":
+            key, start, stop, step = args
+            return self.emit(te.SliceLenOp(self.extent(key), start, stop, step)).results[0]
+        vals = [self.extent(k) for k in args[0]]
+        acc = vals[0]
+        for v in vals[1:]:
+            cls = arith.AddiOp if op == "sum" else arith.MuliOp
+            acc = self.emit(cls(acc, v)).results[0]
+        return acc
+
+    def _emit_checks(self) -> None:
+        """Materialise every class's extent and check each further definition against it, up front."""
+        roots: dict[Key, None] = {}
+        for k in list(self.dims.parent):
+            roots.setdefault(self.dims.find(k), None)
+        for root in roots:
+            defs = self.dims.definitions(root)
+            canon = self.dims.canonical(root)
+            if canon is None:
+                continue
+            for d in defs:
+                if d is canon or (d.kind == "const" and canon.kind == "const"):
+                    continue
+                a = self.extent(root)
+                b = self._def_value(d)
+                msg = f"{d.where.name} is {{1}} in {d.where.text} but {{0}} in {canon.where.text}"
+                self.emit(te.CheckDimOp(a, b, msg, d.where.loc.encode()))
+
+    # -- equations -----------------------------------------------------------
+
+    def _lower_group(self, name: str, eqs: list[tuple[int, A.Equation]]) -> None:
+        rank = self.ranks[name][0]
+        canon = self._canon_names(name, rank)
+        boolean = any(eq.lhs.boolean for _, eq in eqs)
+        contributions: list[SSAValue] = []
+        for eid, eq in eqs:
+            self.eq_id = eid
+            lhs = eq.lhs
+            self.dotted = next((i.name for i in lhs.indices or () if isinstance(i, A.IndexName) and i.dotted), None)
+            items = list(lhs.indices or ())
+            names = [i.name for i in items if isinstance(i, A.IndexName)]
+            val = self.lower_sum(self.rhs[eid], names, eq.projection, set(names))
+            tv = self.to_names(val, names)
+            if any(isinstance(i, A.IndexNumber) for i in items):
+                positions = [i.value if isinstance(i, A.IndexNumber) else -1 for i in items]
+                out_names = [i.name if isinstance(i, A.IndexName) else f"#{k}" for k, i in enumerate(items)]
+                extents = [self.extent(("T", name, k)) for k, i in enumerate(items) if isinstance(i, A.IndexNumber)]
+                shape = [self._static_axis(name, k) for k in range(len(items))]
+                op = self.emit(
+                    te.PlaceOp(
+                        tv.value, extents, positions, tv.names, out_names, te.tensor_type(tv.dtype, shape), lhs.loc.encode()
+                    )
+                )
+                tv = TV(op.results[0], tuple(out_names))
+            contributions.append(tv.value)
+        dtypes = [te.dtype_of(v) for v in contributions]
+        dtype = np.dtype(np.int8) if boolean else np.result_type(*dtypes)
+        shape = [self._static_axis(name, k) for k in range(rank)]
+        op = self.emit(te.GroupOp(name, contributions, canon, boolean, te.tensor_type(dtype, shape)))
+        self.values[name] = TV(op.results[0], tuple(canon))
+
+    def _static_axis(self, name: str, k: int) -> int:
+        s = self.dims.static_extent(("T", name, k))
+        return te.DYNAMIC if s is None else s
+
+    def _lower_sink(self, sink: A.Sink) -> None:
+        self.eq_id = -1 - self.prog.sinks.index(sink)
+        self.dotted = None
+        rhs = sink.rhs
+        if isinstance(rhs, A.Call) and (b := bi.lookup(rhs.name)) is not None and b.name == "topk":
+            values = self.lower_block(rhs, set(free_indices(rhs.args[0])), "sum")
+            self.emit(te.SinkOp(sink.path, values, ["indices", "values"], sink.loc.encode()))
+            return
+        names = free_indices(rhs)
+        val = self.lower_sum(rhs, names, "sum", set(names))
+        tv = self.to_names(val, names)
+        label = rhs.name if isinstance(rhs, A.TensorRef) else "value"
+        self.emit(te.SinkOp(sink.path, [tv.value], [label], sink.loc.encode()))
+
+    # -- expressions ---------------------------------------------------------
+
+    def materialize(self, v: Val, dtype: np.dtype | None = None) -> TV:
+        if isinstance(v, TV):
+            return v
+        dtype = dt.weak_dtype(v.value, [] if dtype is None else [dtype])
+        op = self.emit(te.ConstantOp(np.asarray(v.value, dtype=dtype), []))
+        return TV(op.results[0], ())
+
+    def to_names(self, v: Val, names: Sequence[str]) -> TV:
+        """Broadcast/permute a value to exactly ``names`` (extents of new names from their classes)."""
+        tv = self.materialize(v)
+        names = tuple(names)
+        if tv.names == names:
+            return tv
+        extra = [n for n in tv.names if n not in names]
+        if extra:
+            raise FuseError(f"internal: indices {extra} left unprojected")
+        new = [n for n in names if n not in tv.names]
+        op = self.emit(
+            te.BroadcastOp(tv.value, [self.extent(self.L(n)) for n in new], tv.names, names, self.ttype(tv.dtype, names))
+        )
+        return TV(op.results[0], names)
+
+    def lower_sum(self, expr: A.Expr, keep: Sequence[str], proj: str, needed: set[str]) -> Val:
+        """A sum of terms, each projected with ``proj`` onto the indices of ``keep`` it has."""
+        result: Val | None = None
+        for sign, term in split_terms(expr):
+            v = self.lower_term(term, keep, proj, needed)
+            if sign < 0:
+                v = Weak(-v.value) if isinstance(v, Weak) else self.map("neg", [v])
+            result = v if result is None else self.map("add", [result, v])
+        assert result is not None
+        return result
+
+    def lower_term(self, term: A.Expr, keep: Sequence[str], proj: str, needed: set[str]) -> Val:
+        factors = split_factors(term)
+        frees = [free_indices(f) for f in factors]
+        vals: list[Val] = []
+        for k, f in enumerate(factors):
+            others = {n for j, fr in enumerate(frees) if j != k for n in fr}
+            vals.append(self.lower_factor(f, proj, needed | set(keep) | others))
+        return self.contract(vals, keep, proj)
+
+    def contract(self, vals: list[Val], keep: Sequence[str], proj: str) -> Val:
+        tensors = [v for v in vals if isinstance(v, TV)]
+        weak = [v.value for v in vals if isinstance(v, Weak)]
+        if not tensors:
+            out: int | float = 1
+            for w in weak:
+                out = out * w
+            return Weak(out)
+        have: dict[str, None] = {}
+        for t in tensors:
+            for n in t.names:
+                have.setdefault(n, None)
+        out_names = [n for n in keep if n in have]
+        projected = [n for n in have if n not in out_names]
+        base_dtype = np.result_type(*[t.dtype for t in tensors])
+        lits = [self.materialize(Weak(w), base_dtype) for w in weak if w != 1]
+        operands = tensors + lits
+        if len(operands) == 1 and not projected:
+            return operands[0]
+        dtype = dt.contract_dtype([t.dtype for t in operands], proj)
+        op = self.emit(
+            te.ContractOp(
+                [t.value for t in operands],
+                [t.names for t in operands],
+                out_names,
+                proj,
+                self.ttype(dtype, out_names),
+            )
+        )
+        return TV(op.results[0], tuple(out_names))
+
+    def map(self, fn: str, vals: list[Val], params: dict[str, object] | None = None) -> Val:
+        tensors = [v for v in vals if isinstance(v, TV)]
+        if not tensors:
+            return Weak(dt.fold(fn, [v.value for v in vals], params or {}))  # type: ignore[union-attr]
+        others = [t.dtype for t in tensors]
+        ops = [self.materialize(v, np.result_type(*others)) if isinstance(v, Weak) else v for v in vals]
+        names: dict[str, None] = {}
+        for t in ops:
+            for n in t.names:
+                names.setdefault(n, None)
+        out = list(names)
+        dtype = dt.map_dtype(fn, [t.dtype for t in ops], params or {})
+        op = self.emit(te.MapOp(fn, [t.value for t in ops], [t.names for t in ops], out, self.ttype(dtype, out), params))
+        return TV(op.results[0], tuple(out))
+
+    def lower_factor(self, f: A.Expr, proj: str, needed: set[str]) -> Val:
+        return self.lower_elem(f, proj, needed)
+
+    def lower_elem(self, e: A.Expr, proj: str, needed: set[str]) -> Val:
+        """An expression evaluated pointwise over its free indices (calls and reduces project inside)."""
+        match e:
+            case A.Number(value=v):
+                return Weak(v)
+            case A.Bool(value=v):
+                return Weak(int(v))
+            case A.TensorRef():
+                return self.access(e, proj, needed)
+            case A.Paren(expr=x):
+                return self.lower_elem(x, proj, needed)
+            case A.BinOp(op=op, lhs=lhs, rhs=rhs):
+                a = self.lower_elem(lhs, proj, needed | set(free_indices(rhs)))
+                b = self.lower_elem(rhs, proj, needed | set(free_indices(lhs)))
+                return self.map(MAP_OPS[op], [a, b])
+            case A.UnaryOp(op=op, operand=x):
+                v = self.lower_elem(x, proj, needed)
+                if op == "+":
+                    return v
+                return self.map("neg" if op == "-" else "not", [v])
+            case A.Ternary(cond=c, then=t, orelse=o):
+                return self.lower_select([(c, t)], o, proj, needed)
+            case A.Case(branches=br, default=d):
+                return self.lower_select(list(br), d, proj, needed)
+            case A.Reduce(op=op, indices=idx, body=body):
+                gone = {i.name for i in idx}
+                names = free_indices(body)
+                for i in idx:
+                    if i.name not in names:
+                        raise FuseError(f"reduce over {i.name}, which the expression does not have", i.loc)
+                keep = [n for n in names if n not in gone]
+                if isinstance(body, A.BinOp) and body.op == "*" or not isinstance(body, A.BinOp):
+                    return self.lower_term(body, keep, op, needed | set(keep))
+                v = self.lower_elem(body, proj, needed | set(names))
+                return self.reduce(op, v, keep)
+            case A.Call():
+                return self.lower_call(e, proj, needed)
+            case A.ListLit():
+                raise FuseError("a list literal needs const(...) to become a tensor", e.loc)
+            case A.String():
+                raise FuseError("a string is not a tensor value here", e.loc)
+        raise FuseError("unsupported expression", getattr(e, "loc", None))
+
+    def lower_select(self, branches, default, proj: str, needed: set[str]) -> Val:
+        every = [x for b in branches for x in b] + ([default] if default is not None else [])
+        allnames = {n for x in every for n in free_indices(x)}
+        inner = needed | allnames
+        result: Val = Weak(0) if default is None else self.lower_elem(default, proj, inner)
+        for cond, value in reversed(branches):
+            c = self.lower_elem(cond, proj, inner)
+            v = self.lower_elem(value, proj, inner)
+            result = self.map("select", [c, v, result])
+        return result
+
+    def reduce(self, kind: str, v: Val, keep: Sequence[str]) -> Val:
+        tv = self.materialize(v)
+        keep = [n for n in tv.names if n in keep]
+        if list(keep) == list(tv.names):
+            return tv
+        dtype = dt.reduce_dtype(tv.dtype, kind)
+        op = self.emit(te.ReduceOp(kind, tv.value, tv.names, keep, self.ttype(dtype, keep)))
+        return TV(op.results[0], tuple(keep))
+
+    # -- tensor references ---------------------------------------------------
+
+    def access(self, ref: A.TensorRef, proj: str, needed: set[str]) -> TV:
+        if ref.name not in self.values:
+            raise FuseError(f"internal: {ref.name} used before it is defined", ref.loc)
+        base = self.values[ref.name]
+        if ref.indices is None:
+            if base.names and ref.name not in self.groups and ref.name not in self.sources:
+                raise FuseError(f"input {ref.name} has rank {len(base.names)}: write its indices", ref.loc)
+            return base
+        items = ref.indices
+        if all(isinstance(i, A.IndexName) for i in items):
+            names = [i.name for i in items]  # type: ignore[union-attr]
+            if len(set(names)) == len(names):
+                return TV(base.value, tuple(names))
+        axes: list[str] = []
+        out: dict[str, None] = {}
+        gathers: list[TV] = []
+        for item in items:
+            match item:
+                case A.IndexName(name=n):
+                    axes.append(n)
+                    out.setdefault(n, None)
+                case A.IndexOffset(name=n, offset=o):
+                    axes.append(f"{n}{o:+d}")
+                    out.setdefault(n, None)
+                case A.IndexNumber(value=v):
+                    axes.append(f"#{v}")
+                case A.IndexSlice(start=s, stop=t, step=p, text=text):
+                    axes.append("s:" + ":".join("" if x is None else str(x) for x in (s, t, p)) + "@" + text)
+                    out.setdefault(text, None)
+                case A.IndexTensor(expr=x):
+                    names = free_indices(x)
+                    g = self.to_names(self.lower_sum(x, names, proj, set(names)), names)
+                    if g.dtype.kind not in "iu":
+                        raise FuseError(f"an index tensor must hold integers, but this one is {g.dtype}", item.loc)
+                    axes.append(f"${len(gathers)}")
+                    gathers.append(g)
+                    for n in g.names:
+                        out.setdefault(n, None)
+        # Slice-named axes: the output name is the slice text.
+        out_names = list(out)
+        op = self.emit(
+            te.AccessOp(
+                base.value,
+                axes,
+                out_names,
+                self.ttype(base.dtype, out_names),
+                [g.value for g in gathers],
+                [g.names for g in gathers],
+                [],
+                ref.loc.encode(),
+            )
+        )
+        return TV(op.results[0], tuple(out_names))
+
+    # -- calls ---------------------------------------------------------------
+
+    def kwarg(self, call: A.Call, key: str) -> A.Expr | None:
+        for k, v in call.kwargs:
+            if k == key:
+                return v
+        return None
+
+    def static_param(self, call: A.Call, key: str, default: object = None) -> object:
+        v = self.kwarg(call, key)
+        if v is None:
+            return default
+        match v:
+            case A.Number(value=x):
+                return x
+            case A.Bool(value=x):
+                return x
+            case A.UnaryOp(op="-", operand=A.Number(value=x)):
+                return -x
+            case A.String(value=x):
+                return x
+            case A.ListLit():
+                return literal_array(v).tolist()
+        raise FuseError(f"{call.name}(): {key}= must be a literal or a declared constant", v.loc)
+
+    def lower_arg(self, arg: A.Expr, proj: str, needed: set[str], axis: str | None = None) -> Val:
+        """A call argument: keeps the indices shared with the rest of the equation (and the axis), projects the rest."""
+        names = free_indices(arg)
+        keep = [n for n in names if n in needed or n == axis]
+        return self.lower_sum(arg, keep, proj, needed | ({axis} if axis else set()))
+
+    def lower_call(self, call: A.Call, proj: str, needed: set[str]) -> Val:
+        if call.name == "__concat__":
+            return self.lower_concat(call, proj, needed)
+        if call.name == "__flatten__":
+            arg = self.materialize(self.lower_arg(call.args[0], proj, needed | set(free_indices(call.args[0]))))
+            target = self.kwarg(call, "axis").name  # type: ignore[union-attr]
+            names = list(arg.names[:-2]) + [target]
+            op = self.emit(te.FlattenOp(arg.value, arg.names, names, self.ttype(arg.dtype, names)))
+            return TV(op.results[0], tuple(names))
+        b = bi.lookup(call.name)
+        assert b is not None, call.name
+        args = call.args
+        argnames = [free_indices(a) for a in args]
+        if b.kind is bi.Kind.ELEMENTWISE and not (b.name in ("max", "min") and len(args) == 1):
+            vals = []
+            for k, a in enumerate(args):
+                others = {n for j, fr in enumerate(argnames) if j != k for n in fr}
+                vals.append(self.lower_arg(a, proj, needed | others))
+            params: dict[str, object] = {}
+            if b.name == "sig":
+                t = self.kwarg(call, "T")
+                if t is not None:
+                    vals.append(self.lower_arg(t, proj, needed))
+                if len(vals) == 2 and isinstance(vals[1], Weak):
+                    params["T"] = float(vals.pop().value)
+            fn = {"max": "maximum", "min": "minimum"}.get(b.name, b.name)
+            return self.map(fn, vals, params or None)
+        if b.kind is bi.Kind.REDUCE_AXIS or b.name in ("max", "min"):
+            axis = call_axis_name(call, argnames[0], self.dotted)
+            v = self.lower_arg(args[0], proj, needed, axis)
+            kind = {"avg": "mean", "logsumexp": "logsumexp", "sum": "sum", "max": "max", "min": "min"}[b.name]
+            tv = self.materialize(v)
+            if axis not in tv.names:
+                raise FuseError(f"{call.name}() has no axis {axis} to reduce", call.loc)
+            return self.reduce(kind, tv, [n for n in tv.names if n != axis])
+        if b.kind is bi.Kind.AXIS:
+            axis = call_axis_name(call, argnames[0], self.dotted)
+            allnames = {n for fr in argnames for n in fr}
+            vals = [self.materialize(self.lower_arg(a, proj, needed | allnames, axis)) for a in args]
+            if axis is None or all(axis not in v.names for v in vals):
+                raise FuseError(f"{b.name}() needs an axis that its argument has", call.loc)
+            params = {}
+            if b.name == "lnorm":
+                params["eps"] = float(self.static_param(call, "eps", 1e-5))  # type: ignore[arg-type]
+            if b.name == "masked_softmax":
+                fill = self.static_param(call, "fill")
+                if fill is not None:
+                    params["fill"] = float(fill)  # type: ignore[arg-type]
+            names: dict[str, None] = {}
+            for v in vals:
+                for n in v.names:
+                    names.setdefault(n, None)
+            out = list(names)
+            dtype = dt.axis_dtype(b.name, [v.dtype for v in vals])
+            op = self.emit(
+                te.AxisOp(b.name, axis, [v.value for v in vals], [v.names for v in vals], out, self.ttype(dtype, out), params)
+            )
+            return TV(op.results[0], tuple(out))
+        if b.kind is bi.Kind.INDEX_FN:
+            names = free_indices(call)
+            if len(names) != 1:
+                raise FuseError(f"{b.name}() takes one index name", call.loc)
+            op = self.emit(
+                te.GenerateOp(b.name, [self.extent(self.L(names[0]))], names, self.ttype(np.dtype(np.int8), names))
+            )
+            return TV(op.results[0], tuple(names))
+        if b.kind is bi.Kind.CONSTRUCTOR:
+            return self.lower_constructor(call, b, proj, needed)
+        if b.kind is bi.Kind.BLOCK:
+            if b.name == "topk":
+                raise FuseError("topk(...) is only allowed as the value of a sink", call.loc)
+            return TV(*self._single(self.lower_block(call, needed, proj), call))
+        raise FuseError(f"unsupported builtin {b.name}", call.loc)
+
+    def _single(self, values: list[SSAValue], call: A.Call) -> tuple[SSAValue, tuple[str, ...]]:
+        op = values[0].owner
+        return values[0], te.names_of(op.indices)  # type: ignore[union-attr]
+
+    def lower_constructor(self, call: A.Call, b: bi.Builtin, proj: str, needed: set[str]) -> Val:
+        eq = self.prog.equations[self.eq_id] if self.eq_id >= 0 else None
+        lhs_names = [i.name for i in (eq.lhs.indices or ()) if isinstance(i, A.IndexName)] if eq else []
+        if b.name == "case":
+            args = list(call.args)
+            default = args.pop() if len(args) % 2 == 1 else None
+            pairs = [(args[k], args[k + 1]) for k in range(0, len(args), 2)]
+            return self.lower_select(pairs, default, proj, needed)
+        if b.name == "const":
+            arr = literal_array(call.args[0])
+            op = self.emit(te.ConstantOp(arr, lhs_names[: arr.ndim]))
+            return TV(op.results[0], tuple(lhs_names[: arr.ndim]))
+        if b.name == "causal_mask":
+            names = lhs_names[:2]
+            ext = [self.extent(self.L(n)) for n in names]
+            op = self.emit(te.GenerateOp("causal_mask", ext, names, self.ttype(np.dtype(np.float64), names)))
+            return TV(op.results[0], tuple(names))
+        raise FuseError(f"unsupported constructor {b.name}", call.loc)
+
+    def lower_concat(self, call: A.Call, proj: str, needed: set[str]) -> Val:
+        axis = self.kwarg(call, "axis").name  # type: ignore[union-attr]
+        parts = [v.name for k, v in call.kwargs if k.startswith("__part")]  # type: ignore[union-attr]
+        allnames = {n for a in call.args for n in free_indices(a)}
+        vals = []
+        for a, part in zip(call.args, parts):
+            inner = (needed | allnames | {axis}) - {axis} | {part}
+            vals.append(self.materialize(self.lower_arg(a, proj, inner, part)))
+        names: dict[str, None] = {}
+        for v in vals:
+            for n in v.names:
+                names.setdefault(axis if n in parts else n, None)
+        out = list(names)
+        dtype = np.result_type(*[v.dtype for v in vals])
+        op = self.emit(
+            te.ConcatOp([v.value for v in vals], axis, parts, [v.names for v in vals], out, self.ttype(dtype, out))
+        )
+        return TV(op.results[0], tuple(out))
+
+    def lower_block(self, call: A.Call, needed: set[str], proj: str) -> list[SSAValue]:
+        b = bi.lookup(call.name)
+        assert b is not None
+        args = list(call.args)
+        vals = [self.materialize(self.lower_arg(a, proj, needed | set(free_indices(a)))) for a in args]
+        params: dict[str, object] = {}
+        roles: dict[str, str] = {}
+        if b.name == "attention":
+            mask_kw = self.kwarg(call, "mask")
+            if mask_kw is not None:
+                vals.append(self.materialize(self.lower_arg(mask_kw, proj, needed | set(free_indices(mask_kw)))))
+            q, k, v = vals[0], vals[1], vals[2]
+            for t, what in ((q, "query"), (k, "key"), (v, "value")):
+                if len(t.names) < 2:
+                    raise FuseError(f"attention: the {what} needs a sequence and a feature index", call.loc)
+            qs, d = q.names[-2], q.names[-1]
+            ks, kd = k.names[-2], k.names[-1]
+            vs, e = v.names[-2], v.names[-1]
+            if kd != d:
+                raise FuseError(f"attention: query feature {d} and key feature {kd} must be the same index", call.loc)
+            if vs != ks:
+                raise FuseError(f"attention: key sequence {ks} and value sequence {vs} must be the same index", call.loc)
+            if qs == ks:
+                raise FuseError("attention: query and key sequence indices must differ (write p and p')", call.loc)
+            batch = [n for n in q.names[:-2]]
+            roles = {"query": qs, "key": ks, "feature": d, "value": e}
+            out = batch + [qs, e]
+            scale = self.static_param(call, "scale")
+            if scale is not None:
+                params["scale"] = float(scale)  # type: ignore[arg-type]
+            params["causal"] = bool(self.static_param(call, "causal", False))
+            dtype = np.result_type(*[t.dtype for t in vals[:3]])
+            if dtype.kind not in "f":
+                dtype = np.dtype(np.float64)
+            types = [self.ttype(dtype, out)]
+        elif b.name == "rope":
+            x = vals[0]
+            axis = call_axis_name(call, list(x.names), self.dotted)
+            if len(x.names) < 2:
+                raise FuseError("rope needs a sequence and a feature index", call.loc)
+            pos = x.names.index(axis)  # type: ignore[arg-type]
+            if pos == 0:
+                raise FuseError("rope: the feature axis needs a sequence axis before it", call.loc)
+            roles = {"feature": axis, "sequence": x.names[pos - 1]}  # type: ignore[dict-item]
+            params["base"] = float(self.static_param(call, "base", 10000.0))  # type: ignore[arg-type]
+            out = list(x.names)
+            dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+            types = [self.ttype(dtype, out)]
+        elif b.name == "tucker_dense":
+            x = vals[0]
+            rank = self.static_param(call, "rank")
+            if rank is not None:
+                params["rank"] = rank
+            params["threshold"] = float(self.static_param(call, "threshold", 0.5))  # type: ignore[arg-type]
+            out = list(x.names)
+            dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+            types = [self.ttype(dtype, out)]
+        else:  # topk
+            x = vals[0]
+            axis = call_axis_name(call, list(x.names), self.dotted)
+            k = self.static_param(call, "k")
+            if not isinstance(k, int) or k < 0:
+                raise FuseError("topk needs k= a non-negative integer", call.loc)
+            params["k"] = k
+            roles = {"axis": axis}  # type: ignore[dict-item]
+            out = [n if n != axis else f"{axis}@top" for n in x.names]
+            shape = [k if n == f"{axis}@top" else s for n, s in zip(out, self.shape(x.names))]
+            types = [te.tensor_type(np.int64, shape), te.tensor_type(x.dtype, shape)]
+        op = self.emit(te.BlockOp(b.name, [t.value for t in vals], [t.names for t in vals], out, roles, types, params))
+        return list(op.results)
+
+
+def lower_program(
+    prog: Resolved, input_dtypes: dict[str, np.dtype] | None = None, source_arrays: dict[str, np.ndarray] | None = None
+) -> Lowered:
+    """Lower a resolved program to a verified tensor_eq module for one input dtype signature."""
+    low = Lowerer(prog, dict(input_dtypes or {}), dict(source_arrays or {}))
+    result = low.run()
+    result.module.verify()
+    return result
+
+
+def load_sources(prog: Resolved) -> dict[str, np.ndarray]:
+    """Load every source file of the program (relative to its folder), checking ranks."""
+    from fuse_mlir.io.sources import load_source
+
+    out = {}
+    for s in prog.sources:
+        rank = len(s.lhs.indices) if s.lhs.indices is not None else None
+        out[s.lhs.name] = load_source(s.path, Path(prog.base_dir), rank=rank, loc=s.loc, name=s.lhs.name)
+    return out

@@ -1,0 +1,150 @@
+"""Extent inference: a union-find over tensor axes and per-equation index names.
+
+Every axis of every tensor (``T``-keys) and every index name inside one
+equation (``L``-keys) is a node; using a name at an axis unifies them. A
+class of nodes is one extent. Its *definitions* are where a value comes
+from: a constant (a source file's shape, an ``axis`` declaration, a literal),
+an input's axis (known only at run time), or a derived expression (a slice's
+length, a concat's sum, a flatten's product). One definition is canonical; each
+other one becomes an equality check: a compile-time error when both are
+constants, a ``te.check_dim`` when either is known only at run time. Index
+names that only broadcast take the extent of that name elsewhere in the
+program, and it is an error when that is ambiguous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fuse_mlir.diagnostics import FuseError, Loc
+
+Key = tuple  # ("T", tensor, axis) | ("L", equation id, name)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a definition was seen, for messages: the index name, the reference as written, its location."""
+
+    name: str
+    text: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class DimDef:
+    """One definition of an extent: ``const`` (value int), ``input`` (value (tensor, axis)) or ``derived``.
+
+    A derived value is ``(op, args)`` with op ``slice`` (args: key, start, stop,
+    step), ``sum`` or ``mul`` (args: keys).
+    """
+
+    kind: str
+    value: object
+    where: Where
+
+    def identity(self) -> tuple:
+        return (self.kind, self.value)
+
+
+@dataclass
+class Dims:
+    """The union-find of extents with the definitions gathered for each class."""
+
+    parent: dict[Key, Key] = field(default_factory=dict)
+    defs: dict[Key, list[DimDef]] = field(default_factory=dict)
+
+    def find(self, k: Key) -> Key:
+        self.parent.setdefault(k, k)
+        root = k
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[k] != root:  # path compression, iterative
+            self.parent[k], k = root, self.parent[k]
+        return root
+
+    def union(self, a: Key, b: Key) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return
+        # Deterministic: the older node (first inserted) stays the root.
+        order = list(self.parent)
+        if order.index(rb) < order.index(ra):
+            ra, rb = rb, ra
+        self.parent[rb] = ra
+        self.defs.setdefault(ra, []).extend(self.defs.pop(rb, []))
+
+    def add_def(self, k: Key, d: DimDef) -> None:
+        r = self.find(k)
+        lst = self.defs.setdefault(r, [])
+        if all(x.identity() != d.identity() for x in lst):
+            lst.append(d)
+
+    def definitions(self, k: Key) -> list[DimDef]:
+        return self.defs.get(self.find(k), [])
+
+    def canonical(self, k: Key) -> DimDef | None:
+        """The preferred definition: a constant, else an input axis, else a derived one."""
+        ds = self.definitions(k)
+        for kind in ("const", "input", "derived"):
+            for d in ds:
+                if d.kind == kind:
+                    return d
+        return None
+
+    def static_extent(self, k: Key) -> int | None:
+        d = self.canonical(k)
+        return d.value if d is not None and d.kind == "const" else None  # type: ignore[return-value]
+
+    def check_constants(self) -> None:
+        """Two different constants in one class are a compile-time error naming both places."""
+        for root in list(self.defs):
+            consts = [d for d in self.defs[root] if d.kind == "const"]
+            for d in consts[1:]:
+                if d.value != consts[0].value:
+                    a = consts[0]
+                    raise FuseError(
+                        f"{d.where.name} is {d.value} in {d.where.text} but {a.value} in {a.where.text}",
+                        d.where.loc,
+                        [(f"{a.where.name} is {a.value} here", a.where.loc)],
+                    )
+
+    def resolve_by_name(self, locals_by_name: dict[str, list[Key]], undecided_where: dict[Key, Where]) -> None:
+        """Give each undefined class the extent its index name has elsewhere (broadcast-only indices)."""
+        changed = True
+        while changed:
+            changed = False
+            for name, keys in locals_by_name.items():
+                for k in keys:
+                    if self.definitions(k):
+                        continue
+                    candidates: dict[Key, Key] = {}
+                    for other in keys:
+                        r = self.find(other)
+                        if r != self.find(k) and self.definitions(other):
+                            candidates.setdefault(r, other)
+                    if len(candidates) == 1:
+                        self.union(k, next(iter(candidates.values())))
+                        changed = True
+                    elif len(candidates) > 1:
+                        where = undecided_where.get(k)
+                        places = []
+                        for other in candidates.values():
+                            d = self.definitions(other)[0]
+                            places.append((f"{name} could take its extent from {d.where.text}", d.where.loc))
+                        raise FuseError(
+                            f"the extent of index {name} is ambiguous: it appears with different extents "
+                            f"elsewhere in the program; declare it with `axis {name} = N`",
+                            where.loc if where else None,
+                            places,
+                        )
+
+    def require_all(self, keys: list[Key], where: dict[Key, Where]) -> None:
+        for k in keys:
+            if not self.definitions(k):
+                w = where.get(k)
+                name = w.name if w else str(k[-1])
+                raise FuseError(
+                    f"cannot infer the extent of index {name}: it appears on no tensor of known size; "
+                    f"declare it with `axis {name} = N`",
+                    w.loc if w else None,
+                )

@@ -1,0 +1,425 @@
+"""The reference interpreter: runs a tensor_eq module on NumPy, op by op, in module order.
+
+It is the ground truth every backend and pipeline is tested against, so it
+favours directness over speed, except that sum contractions go through
+``np.einsum`` with an optimised contraction path. Index names are aligned
+by name at every op; extents are checked by the module's ``te.check_dim``
+ops before any tensor work; out-of-range positions and gathered indices
+raise :class:`FuseRuntimeError` with the source location.
+"""
+
+from __future__ import annotations
+
+import string
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+
+from fuse_mlir.diagnostics import FuseRuntimeError, Loc
+from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.interp import numpy_builtins as nb
+from fuse_mlir.interp.dtypes import MAP_FNS
+
+
+@dataclass
+class RunResult:
+    """Exports by name and the sink writes the run asked for (performed by the caller)."""
+
+    exports: dict[str, np.ndarray]
+    sinks: list[tuple[str, Any, Loc | None]] = field(default_factory=list)
+
+
+def _loc(op: Operation) -> Loc | None:
+    attr = op.attributes.get("loc")
+    return Loc.decode(attr.data) if isinstance(attr, StringAttr) else None
+
+
+def align(arr: np.ndarray, names: Sequence[str], target: Sequence[str]) -> np.ndarray:
+    """View ``arr`` (axes ``names``) with axes in ``target`` order, size-1 axes for names it lacks."""
+    names = list(names)
+    order = [names.index(n) for n in target if n in names]
+    out = np.transpose(arr, order) if order != list(range(len(order))) else arr
+    shape = []
+    it = iter(out.shape)
+    for n in target:
+        shape.append(next(it) if n in names else 1)
+    return out.reshape(shape)
+
+
+class Interpreter:
+    """Evaluates one module; create one per run."""
+
+    def __init__(self, module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]):
+        self.module = module
+        self.inputs = inputs
+        self.sources = sources
+        self.env: dict[SSAValue, Any] = {}
+        self.result = RunResult({})
+
+    def run(self) -> RunResult:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            with np.errstate(all="ignore"):
+                for op in self.module.body.block.ops:
+                    handler = _HANDLERS.get(type(op))
+                    if handler is None:
+                        raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
+                    out = handler(self, op)
+                    if out is None:
+                        continue
+                    if isinstance(out, tuple):
+                        for r, v in zip(op.results, out):
+                            self.env[r] = v
+                    else:
+                        self.env[op.results[0]] = out
+        return self.result
+
+    def get(self, v: SSAValue) -> Any:
+        return self.env[v]
+
+    # -- handlers ------------------------------------------------------------
+
+    def input(self, op: te.InputOp) -> np.ndarray:
+        return self.inputs[op.tensor_name.data]
+
+    def source(self, op: te.SourceOp) -> np.ndarray:
+        return self.sources[op.tensor_name.data]
+
+    def constant(self, op: te.ConstantOp) -> np.ndarray:
+        return te.dense_value(op.value)
+
+    def index_constant(self, op: arith.ConstantOp) -> int:
+        return int(op.value.value.data)  # type: ignore[attr-defined]
+
+    def addi(self, op: arith.AddiOp) -> int:
+        return self.get(op.lhs) + self.get(op.rhs)
+
+    def muli(self, op: arith.MuliOp) -> int:
+        return self.get(op.lhs) * self.get(op.rhs)
+
+    def dim(self, op: te.DimOp) -> int:
+        return int(self.get(op.source).shape[op.axis.value.data])
+
+    def slice_len(self, op: te.SliceLenOp) -> int:
+        return len(range(self.get(op.extent))[slice(*op.bounds())])
+
+    def check_dim(self, op: te.CheckDimOp) -> None:
+        a, b = self.get(op.lhs), self.get(op.rhs)
+        if a != b:
+            raise FuseRuntimeError(op.message.data.format(a, b), _loc(op))
+
+    def access(self, op: te.AccessOp) -> np.ndarray:
+        src = self.get(op.source)
+        axes = te.names_of(op.axes)
+        out = te.names_of(op.indices)
+        loc = _loc(op)
+        gathers = [self.get(g) for g in op.gathers]
+        gnames = te.names_of_each(op.gather_indices)
+        ext: dict[str, int] = {}
+
+        def set_ext(name: str, n: int, what: str) -> None:
+            if name in ext and ext[name] != n:
+                raise FuseRuntimeError(f"index {name} is {ext[name]} but {n} in {what}", loc)
+            ext[name] = n
+
+        parsed = []
+        for k, a in enumerate(axes):
+            n = src.shape[k]
+            if a.startswith("#"):
+                parsed.append(("pos", int(a[1:])))
+            elif a.startswith("s:"):
+                spec, text = a[2:].split("@", 1)
+                parts = [int(x) if x else None for x in spec.split(":")]
+                r = range(n)[slice(*parts)]
+                set_ext(text, len(r), f"slice {text}")
+                parsed.append(("slice", (text, r)))
+            elif a.startswith("$"):
+                parsed.append(("gather", int(a[1:])))
+            elif "+" in a or (a.count("-") and a.rsplit("-", 1)[1].isdigit()):
+                sep = "+" if "+" in a else "-"
+                name, off = a.rsplit(sep, 1)
+                parsed.append(("offset", (name, int(off) if sep == "+" else -int(off))))
+            else:
+                set_ext(a, n, f"axis {k}")
+                parsed.append(("name", a))
+        for k, (kind, val) in enumerate(parsed):
+            if kind == "offset" and val[0] not in ext:
+                ext[val[0]] = src.shape[k]
+        for g, names in zip(gathers, gnames):
+            for n, size in zip(names, g.shape):
+                set_ext(n, size, "an index tensor")
+        shape = [ext[n] for n in out]
+
+        def grid(name: str) -> np.ndarray:
+            s = [1] * len(out)
+            p = out.index(name)
+            s[p] = shape[p]
+            return np.arange(shape[p]).reshape(s)
+
+        idx: list[Any] = []
+        valid: np.ndarray | None = None
+        for k, (kind, val) in enumerate(parsed):
+            n = src.shape[k]
+            if kind == "name":
+                idx.append(grid(val))
+            elif kind == "pos":
+                if not 0 <= val < n:
+                    raise FuseRuntimeError(f"position {val} is out of range for axis {k} (extent {n})", loc)
+                idx.append(val)
+            elif kind == "slice":
+                text, r = val
+                idx.append(r.start + r.step * grid(text))
+            elif kind == "offset":
+                name, off = val
+                i = grid(name) + off
+                ok = (i >= 0) & (i < n)
+                valid = ok if valid is None else valid & ok
+                idx.append(np.clip(i, 0, max(n - 1, 0)))
+            else:
+                g = gathers[val]
+                bad = (g < 0) | (g >= n)
+                if np.any(bad):
+                    first = g[bad].flat[0]
+                    raise FuseRuntimeError(
+                        f"gathered index {first} is out of range for axis {k} (extent {n})", loc
+                    )
+                idx.append(align(g.astype(np.intp), gnames[val], out))
+        if src.size == 0 or 0 in shape:
+            return np.zeros(shape, dtype=src.dtype)
+        res = np.broadcast_to(src[tuple(idx)], shape)
+        if valid is not None:
+            res = np.where(np.broadcast_to(valid, shape), res, np.zeros((), dtype=src.dtype))
+        return np.array(res, dtype=src.dtype)
+
+    def contract(self, op: te.ContractOp) -> np.ndarray:
+        arrays = [self.get(v) for v in op.inputs]
+        names = te.names_of_each(op.operand_indices)
+        out = te.names_of(op.indices)
+        proj = op.projection.data
+        dtype = te.dtype_of(op.result)
+        allnames: dict[str, None] = {}
+        for ns in names:
+            for n in ns:
+                allnames.setdefault(n, None)
+        ext: dict[str, int] = {}
+        for a, ns in zip(arrays, names):
+            for n, s in zip(ns, a.shape):
+                ext.setdefault(n, s)
+        if proj == "sum" or (proj == "mean"):
+            letters = {n: string.ascii_letters[k] for k, n in enumerate(allnames)}
+            spec = ",".join("".join(letters[n] for n in ns) for ns in names) + "->" + "".join(letters[n] for n in out)
+            work = dtype if proj == "sum" else np.result_type(*[a.dtype for a in arrays], np.float64 if dtype.kind != "f" else dtype)
+            res = np.einsum(spec, *[a.astype(work, copy=False) for a in arrays], optimize=len(arrays) > 2)
+            if proj == "mean":
+                count = int(np.prod([ext[n] for n in allnames if n not in out]))
+                res = res / count if count else np.full_like(res, np.nan)
+            return np.asarray(res, dtype=dtype)
+        full = list(allnames)
+        prod = None
+        for a, ns in zip(arrays, names):
+            x = align(a, ns, full)
+            prod = x if prod is None else prod * x
+        assert prod is not None
+        prod = np.broadcast_to(prod, [ext[n] for n in full])
+        axes = tuple(k for k, n in enumerate(full) if n not in out)
+        res = nb.reduce(prod, axes, proj)
+        kept = [n for n in full if n in out]
+        return np.asarray(align(res, kept, out), dtype=dtype)
+
+    def map(self, op: te.MapOp) -> np.ndarray:
+        out = te.names_of(op.indices)
+        args = [align(self.get(v), ns, out) for v, ns in zip(op.inputs, te.names_of_each(op.operand_indices))]
+        params = te.params_of(op.params)
+        res = np.asarray(MAP_FNS[op.fn.data](*args, **params))
+        shape = np.broadcast_shapes(*[a.shape for a in args]) if args else ()
+        return np.array(np.broadcast_to(res, shape), dtype=te.dtype_of(op.result))
+
+    def broadcast(self, op: te.BroadcastOp) -> np.ndarray:
+        src = self.get(op.input)
+        names = te.names_of_each(op.operand_indices)[0]
+        out = te.names_of(op.indices)
+        extents = iter(self.get(e) for e in op.extents)
+        shape = [src.shape[names.index(n)] if n in names else next(extents) for n in out]
+        return np.broadcast_to(align(src, names, out), shape)
+
+    def reduce(self, op: te.ReduceOp) -> np.ndarray:
+        src = self.get(op.input)
+        names = te.names_of_each(op.operand_indices)[0]
+        out = te.names_of(op.indices)
+        axes = tuple(k for k, n in enumerate(names) if n not in out)
+        kind = op.kind.data
+        if kind == "logsumexp":
+            res = src
+            for ax in sorted(axes, reverse=True):
+                res = nb.logsumexp(res, ax)
+        else:
+            res = nb.reduce(src, axes, kind)
+        kept = [n for n in names if n in out]
+        return np.asarray(align(res, kept, out), dtype=te.dtype_of(op.result))
+
+    def _full(self, values, names_each, out) -> list[np.ndarray]:
+        args = [align(self.get(v), ns, out) for v, ns in zip(values, names_each)]
+        shape = np.broadcast_shapes(*[a.shape for a in args])
+        return [np.broadcast_to(a, shape) for a in args]
+
+    def axis_fn(self, op: te.AxisOp) -> np.ndarray:
+        out = te.names_of(op.indices)
+        args = self._full(op.inputs, te.names_of_each(op.operand_indices), out)
+        axis = out.index(op.axis.data)
+        params = te.params_of(op.params)
+        fn = {"softmax": nb.softmax, "masked_softmax": nb.masked_softmax, "softmax_grad": nb.softmax_grad, "lnorm": nb.lnorm}
+        return np.asarray(fn[op.fn.data](*args, axis=axis, **params), dtype=te.dtype_of(op.result))
+
+    def concat(self, op: te.ConcatOp) -> np.ndarray:
+        out = te.names_of(op.indices)
+        axis = op.axis.data
+        parts = te.names_of(op.operand_axes)
+        arrays = []
+        for v, ns, part in zip(op.inputs, te.names_of_each(op.operand_indices), parts):
+            ns = [axis if n == part else n for n in ns]
+            arrays.append(align(self.get(v), ns, out))
+        pos = out.index(axis)
+        # Broadcast every other axis to a common extent before joining.
+        common = list(np.broadcast_shapes(*[tuple(1 if k == pos else s for k, s in enumerate(a.shape)) for a in arrays]))
+        full = []
+        for a in arrays:
+            shape = list(common)
+            shape[pos] = a.shape[pos]
+            full.append(np.broadcast_to(a, shape))
+        return np.asarray(nb.concat(full, pos), dtype=te.dtype_of(op.result))
+
+    def flatten(self, op: te.FlattenOp) -> np.ndarray:
+        return np.ascontiguousarray(nb.flatten_last2(self.get(op.input)))
+
+    def generate(self, op: te.GenerateOp) -> np.ndarray:
+        ext = [self.get(e) for e in op.extents]
+        if op.fn.data == "causal_mask":
+            return nb.causal_mask(ext[0], dtype=te.dtype_of(op.result))
+        return nb.index_parity(ext[0], op.fn.data)
+
+    def place(self, op: te.PlaceOp) -> np.ndarray:
+        src = self.get(op.input)
+        names = te.names_of_each(op.operand_indices)[0]
+        out = te.names_of(op.indices)
+        pos = op.position_list()
+        extents = iter(self.get(e) for e in op.extents)
+        shape = []
+        index: list[Any] = []
+        free = [n for n, p in zip(out, pos) if p < 0]
+        for k, (n, p) in enumerate(zip(out, pos)):
+            if p >= 0:
+                size = next(extents)
+                if p >= size:
+                    raise FuseRuntimeError(f"position {p} is outside axis {k} of extent {size}", _loc(op))
+                shape.append(size)
+                index.append(p)
+            else:
+                shape.append(src.shape[names.index(n)])
+                index.append(slice(None))
+        res = np.zeros(shape, dtype=src.dtype)
+        res[tuple(index)] = align(src, names, free)
+        return res
+
+    def block(self, op: te.BlockOp) -> Any:
+        fn = op.fn.data
+        arrays = [self.get(v) for v in op.inputs]
+        names = te.names_of_each(op.operand_indices)
+        roles = te.params_of(op.roles)
+        params = te.params_of(op.params)
+        out = te.names_of(op.indices)
+        if fn == "attention":
+            q, k, v = arrays[:3]
+            qn, kn, vn = names[:3]
+            batch = list(qn[:-2])
+            qs, ks, d, e = roles["query"], roles["key"], roles["feature"], roles["value"]
+            qa = align(q, qn, [*batch, qs, d])
+            ka = align(k, kn, [*batch, ks, d])
+            va = align(v, vn, [*batch, ks, e])
+            mask = align(arrays[3], names[3], [*batch, qs, ks]) if len(arrays) > 3 else None
+            dtype = te.dtype_of(op.outputs[0])
+            res = nb.attention(
+                qa.astype(dtype, copy=False), ka.astype(dtype, copy=False), va.astype(dtype, copy=False),
+                mask=mask, scale=params.get("scale"), causal=bool(params.get("causal", False)),
+            )
+            shape = [*np.broadcast_shapes(qa.shape[:-2], ka.shape[:-2], va.shape[:-2]), qa.shape[-2], va.shape[-1]]
+            return np.asarray(np.broadcast_to(res, shape), dtype=dtype)
+        x, xn = arrays[0], names[0]
+        if fn == "rope":
+            return np.asarray(
+                nb.rope(x, xn.index(roles["sequence"]), xn.index(roles["feature"]), base=params.get("base", 10000.0)),
+                dtype=te.dtype_of(op.outputs[0]),
+            )
+        if fn == "tucker_dense":
+            return np.asarray(
+                nb.tucker_dense(x, rank=params.get("rank"), threshold=params.get("threshold", 0.5)),
+                dtype=te.dtype_of(op.outputs[0]),
+            )
+        ax = xn.index(roles["axis"])
+        idx, vals = nb.topk(x, params["k"], axis=ax)
+        del out
+        return (idx, vals)
+
+    def group(self, op: te.GroupOp) -> np.ndarray:
+        dtype = te.dtype_of(op.result)
+        parts = [self.get(v) for v in op.inputs]
+        if op.boolean.value.data:
+            acc = np.zeros(np.broadcast_shapes(*[p.shape for p in parts]), dtype=bool)
+            for p in parts:
+                acc |= p != 0
+            return acc.astype(np.int8)
+        acc = np.array(parts[0], dtype=dtype)
+        for p in parts[1:]:
+            acc = acc + p.astype(dtype, copy=False)
+        return np.asarray(acc, dtype=dtype)
+
+    def cast(self, op: te.CastOp) -> np.ndarray:
+        return self.get(op.input).astype(te.dtype_of(op.result))
+
+    def sink(self, op: te.SinkOp) -> None:
+        names = te.names_of(op.names)
+        vals = [np.array(self.get(v)) for v in op.values]
+        value: Any = vals[0] if len(vals) == 1 else dict(zip(names, vals))
+        self.result.sinks.append((op.path.data, value, _loc(op)))
+
+    def export(self, op: te.ExportOp) -> None:
+        for name, v in zip(te.names_of(op.names), op.values):
+            self.result.exports[name] = np.array(self.get(v))
+
+
+_HANDLERS: dict[type, Callable[[Interpreter, Any], Any]] = {
+    te.InputOp: Interpreter.input,
+    te.SourceOp: Interpreter.source,
+    te.ConstantOp: Interpreter.constant,
+    arith.ConstantOp: Interpreter.index_constant,
+    arith.AddiOp: Interpreter.addi,
+    arith.MuliOp: Interpreter.muli,
+    te.DimOp: Interpreter.dim,
+    te.SliceLenOp: Interpreter.slice_len,
+    te.CheckDimOp: Interpreter.check_dim,
+    te.AccessOp: Interpreter.access,
+    te.ContractOp: Interpreter.contract,
+    te.MapOp: Interpreter.map,
+    te.BroadcastOp: Interpreter.broadcast,
+    te.ReduceOp: Interpreter.reduce,
+    te.AxisOp: Interpreter.axis_fn,
+    te.ConcatOp: Interpreter.concat,
+    te.FlattenOp: Interpreter.flatten,
+    te.GenerateOp: Interpreter.generate,
+    te.PlaceOp: Interpreter.place,
+    te.BlockOp: Interpreter.block,
+    te.GroupOp: Interpreter.group,
+    te.CastOp: Interpreter.cast,
+    te.SinkOp: Interpreter.sink,
+    te.ExportOp: Interpreter.export,
+}
+
+
+def run_module(module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]) -> RunResult:
+    """Run a tensor_eq module on NumPy arrays; returns the exports and the pending sink writes."""
+    return Interpreter(module, inputs, sources).run()

@@ -1,0 +1,201 @@
+"""The library API: ``Program(source).compile(...)`` returns a runner; ``runner(**inputs)`` runs it.
+
+A program is parsed and resolved once. Lowering to tensor_eq happens per input
+dtype signature (like ``jax.jit`` tracing): the same program called with
+float32 inputs and with float64 inputs gets two specialisations, each cached.
+Extents are symbolic in the IR, so new shapes of the same ranks reuse a
+specialisation.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.printer import Printer
+
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
+from fuse_mlir.frontend import ast as A
+from fuse_mlir.frontend.lower import Lowered, load_sources, lower_program
+from fuse_mlir.frontend.parser import parse
+from fuse_mlir.frontend.resolve import Resolved, free_indices, resolve, split_factors, split_terms
+
+BACKENDS = ("reference",)
+
+
+def print_module(module: ModuleOp, generic: bool = False) -> str:
+    """MLIR text of a module (custom format unless ``generic``)."""
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=generic).print_op(module)
+    return out.getvalue() + "\n"
+
+
+class Program:
+    """A parsed and resolved `.fuse` program."""
+
+    def __init__(self, source: str, filename: str = "<string>", base_dir: str | Path | None = None):
+        self.source = source
+        self.filename = filename
+        if base_dir is None:
+            base_dir = Path(filename).parent if filename not in ("<string>", "<stdin>") else Path.cwd()
+        self.base_dir = Path(base_dir)
+        self.ast: A.Module = parse(source, filename)
+        self.resolved: Resolved = resolve(self.ast, self.base_dir)
+        self._sources: dict[str, np.ndarray] | None = None
+        self._lowered: dict[tuple, Lowered] = {}
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Program:
+        """Read a program from a file; its sources and imports resolve against the file's folder."""
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as e:
+            raise FuseError(f"cannot read program '{path}': {e.strerror}") from None
+        return cls(text, str(p), p.parent)
+
+    # -- lowering ----------------------------------------------------------
+
+    def source_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays of the program's source files (loaded once)."""
+        if self._sources is None:
+            self._sources = load_sources(self.resolved)
+        return self._sources
+
+    def lower(self, input_dtypes: Mapping[str, Any] | None = None) -> Lowered:
+        """The tensor_eq module for inputs of the given dtypes (float64 for any not named)."""
+        dtypes = {k: np.dtype(v) for k, v in (input_dtypes or {}).items()}
+        key = tuple(sorted((k, v.name) for k, v in dtypes.items()))
+        if key not in self._lowered:
+            self._lowered[key] = lower_program(self.resolved, dtypes, self.source_arrays())
+        return self._lowered[key]
+
+    def to_mlir(self, input_dtypes: Mapping[str, Any] | None = None, generic: bool = False) -> str:
+        """The tensor_eq module as MLIR text."""
+        return print_module(self.lower(input_dtypes).module, generic)
+
+    # -- compile -----------------------------------------------------------
+
+    def compile(self, backend: str = "reference", *, out_root: str | Path | None = None) -> Runner:
+        """A runner for ``backend``. Sinks write under ``out_root`` (default: the current folder)."""
+        if backend not in BACKENDS:
+            raise FuseError(f"unknown backend '{backend}' (available: {', '.join(BACKENDS)})")
+        return Runner(self, backend, Path(out_root) if out_root is not None else Path.cwd())
+
+    # -- explain -----------------------------------------------------------
+
+    def explain(self, format: str = "text") -> str | list[dict[str, Any]]:
+        """Per-equation index tables: joined, projected and broadcast indices (``format`` text or json)."""
+        rows = []
+        for eq in self.resolved.equations:
+            lhs = [i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName)]
+            for sign, term in split_terms(eq.rhs):
+                factors = split_factors(term)
+                counts: dict[str, int] = {}
+                for f in factors:
+                    for n in free_indices(f):
+                        counts[n] = counts.get(n, 0) + 1
+                names = free_indices(term)
+                rows.append(
+                    {
+                        "equation": f"{eq.loc}",
+                        "lhs": eq.lhs.name,
+                        "projection": eq.projection,
+                        "term": len([r for r in rows if r["equation"] == f"{eq.loc}"]),
+                        "sign": sign,
+                        "indices": names,
+                        "joined": [n for n, c in counts.items() if c > 1],
+                        "projected": [n for n in names if n not in lhs],
+                        "broadcast": [n for n in lhs if n not in names],
+                    }
+                )
+        if format == "json":
+            return rows
+        if format != "text":
+            raise ValueError("format must be 'text' or 'json'")
+        lines = [f"{'equation':<24} {'lhs':<10} {'proj':<5} {'joined':<14} {'projected':<14} broadcast"]
+        for r in rows:
+            lines.append(
+                f"{r['equation']:<24} {r['lhs']:<10} {r['projection']:<5} {','.join(r['joined']) or '-':<14} "
+                f"{','.join(r['projected']) or '-':<14} {','.join(r['broadcast']) or '-'}"
+            )
+        return "\n".join(lines)
+
+
+_SUPPORTED_KINDS = "biuf"
+
+
+@dataclass
+class Runner:
+    """A compiled program: call it with the inputs as keyword arguments; returns the exports."""
+
+    program: Program
+    backend: str
+    out_root: Path
+
+    def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
+        return self.run(inputs)
+
+    def input_names(self) -> list[str]:
+        return [s.name for s in self.program.lower().inputs]
+
+    def run(self, inputs: Mapping[str, Any] | None = None, *, write_sinks: bool = True) -> dict[str, np.ndarray]:
+        """Validate ``inputs``, run the program, write its sinks, and return the exports by name."""
+        from fuse_mlir.interp.reference import run_module
+        from fuse_mlir.io.sinks import write_sink
+
+        arrays = self._validate(dict(inputs or {}))
+        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()})
+        result = run_module(lowered.module, arrays, self.program.source_arrays())
+        if write_sinks:
+            for path, value, loc in result.sinks:
+                write_sink(path, value, self.out_root, loc=loc)
+        return result.exports
+
+    def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        specs = {s.name: s for s in self.program.lower().inputs}
+        unknown = sorted(set(inputs) - set(specs))
+        if unknown:
+            raise FuseRuntimeError(
+                f"unknown input{'s' * (len(unknown) > 1)} {', '.join(unknown)}; "
+                f"the program's inputs are: {', '.join(specs) or 'none'}"
+            )
+        missing = [n for n in specs if n not in inputs]
+        if missing:
+            spec = specs[missing[0]]
+            raise FuseRuntimeError(
+                f"missing input{'s' * (len(missing) > 1)} {', '.join(missing)}", spec.loc
+            )
+        out: dict[str, np.ndarray] = {}
+        for name, value in inputs.items():
+            arr = np.asarray(value)
+            if arr.dtype == np.bool_:
+                arr = arr.astype(np.int8)
+            if arr.dtype.kind not in _SUPPORTED_KINDS or arr.dtype.itemsize > 8:
+                raise FuseRuntimeError(f"input {name} has unsupported dtype {arr.dtype}", specs[name].loc)
+            rank = specs[name].rank
+            if arr.ndim != rank:
+                raise FuseRuntimeError(
+                    f"input {name} must have rank {rank} but has shape {arr.shape}", specs[name].loc
+                )
+            out[name] = np.ascontiguousarray(arr)
+        return out
+
+
+def format_exports(exports: Mapping[str, np.ndarray]) -> str:
+    """Exports as readable text (for ``fuse run``)."""
+    parts = []
+    with np.printoptions(precision=6, suppress=True, threshold=200):
+        for name, value in exports.items():
+            parts.append(f"{name} {value.dtype}{list(value.shape)} =\n{np.array2string(value)}")
+    return "\n".join(parts)
+
+
+def exports_to_json(exports: Mapping[str, np.ndarray]) -> str:
+    return json.dumps({k: v.tolist() for k, v in exports.items()}, indent=1)
