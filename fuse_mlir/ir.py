@@ -11,8 +11,9 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.dialects.arith import Arith
 from xdsl.dialects.builtin import Builtin, ModuleOp
-from xdsl.ir import Operation
-from xdsl.parser import Parser
+from xdsl.ir import Operation, SSAValue
+from xdsl.irdl import AttributeInvT
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.utils.lexer import Span
 
@@ -35,13 +36,44 @@ class _LocatingParser(Parser):
     def __init__(self, ctx: Context, text: str, name: str) -> None:
         super().__init__(ctx, text, name)
         self.op_spans: dict[int, tuple[Operation, Span]] = {}
+        self.first_uses: dict[str, Span] = {}
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except DiagnosticException as err:
+            # Raised while building the op from what was parsed (e.g. an attribute
+            # of the wrong kind): blame the op, not the token after it.
+            raise ParseError(start, str(err)) from None
         # Keyed by id; the op is kept alive alongside so the id cannot be reused.
         self.op_spans[id(op)] = (op, start)
         return op
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        try:
+            return super()._get_op_by_name(name)
+        except ParseError as err:
+            # xDSL points past the name; point at the name itself.
+            here = self._current_token.span
+            pos = here.input.content.rfind(name, 0, here.start)
+            if pos < 0:
+                raise
+            raise ParseError(Span(pos, pos + len(name), here.input), f"unknown operation '{name}'") from None
+
+    def resolve_operand(self, operand: UnresolvedOperand, type: AttributeInvT) -> SSAValue[AttributeInvT]:
+        if operand.operand_name not in self.ssa_values:
+            self.first_uses.setdefault(operand.operand_name, operand.span)
+        return super().resolve_operand(operand, type)
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        try:
+            return super().parse_module(allow_implicit_module)
+        except ParseError as err:
+            undefined = [n for n in self.forward_ssa_references if n in self.first_uses]
+            if err.msg.startswith("values used but not defined") and undefined:
+                raise ParseError(self.first_uses[undefined[0]], f"use of undefined value %{undefined[0]}") from None
+            raise
 
 
 def span_loc(span: Span, filename: str) -> Loc:
@@ -55,10 +87,9 @@ def span_loc(span: Span, filename: str) -> Loc:
     return Loc(filename, line, col, length)
 
 
-def _first_line(err: BaseException) -> str:
-    """An exception's message without xDSL's appended notes (the whole printed module)."""
-    msg = str(err).strip() or type(err).__name__
-    return msg
+def _message(err: BaseException) -> str:
+    """An exception's message (``str`` leaves out the notes where xDSL prints the whole module)."""
+    return str(err).strip() or type(err).__name__
 
 
 def _verify(module: ModuleOp, parser: _LocatingParser, filename: str) -> None:
@@ -66,14 +97,17 @@ def _verify(module: ModuleOp, parser: _LocatingParser, filename: str) -> None:
     try:
         module.verify()
     except (DiagnosticException, ValueError) as err:
-        message = _first_line(err)
+        message = _message(err)
         for op in module.walk():
             try:
                 op.verify(verify_nested_ops=False)
             except (DiagnosticException, ValueError) as op_err:
                 entry = parser.op_spans.get(id(op))
                 loc = span_loc(entry[1], filename) if entry is not None else None
-                raise FuseError(f"'{op.name}' op {_first_line(op_err)}", loc) from None
+                detail = _message(op_err)
+                if not detail.startswith(op.name):
+                    detail = f"{op.name}: {detail}"
+                raise FuseError(detail, loc) from None
         raise FuseError(message, Loc(filename, 1, 1)) from None
 
 
@@ -91,7 +125,7 @@ def parse_mlir(text: str, filename: str = "<stdin>", *, verify: bool = True) -> 
         raise FuseError(err.msg, span_loc(err.span, filename)) from None
     except DiagnosticException as err:
         # Attribute/type constructors may verify while parsing; point at the current token.
-        raise FuseError(_first_line(err), span_loc(parser._current_token.span, filename)) from None
+        raise FuseError(_message(err), span_loc(parser._current_token.span, filename)) from None
     if verify:
         _verify(module, parser, filename)
     return module

@@ -34,6 +34,8 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -277,7 +279,32 @@ class ConstantOp(IRDLOperation):
     indices = attr_def(ArrayAttr[StringAttr])
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = "$value attr-dict `:` type($result)"
+
+    def print(self, printer: Printer) -> None:
+        """Values print in decimal when finite, else as MLIR's hex blob (xDSL reads hex floats as integers)."""
+        arr = dense_value(self.value)
+        printer.print_string(" ")
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            blob = arr.astype(arr.dtype.newbyteorder("<")).tobytes().hex().upper()
+            printer.print_string(f'dense<"0x{blob}"> : ')
+            printer.print_attribute(self.value.type)
+        else:
+            printer.print_attribute(self.value)
+        printer.print_op_attributes(self.attributes, reserved_attr_names=("value",))
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error("te.constant expects a dense elements attribute")
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        result_type = parser.parse_type()
+        op = cls.__new__(cls)
+        IRDLOperation.__init__(op, result_types=[result_type], attributes={"value": value, **attrs})
+        return op
 
     def __init__(self, array: np.ndarray, indices: Sequence[str]):
         attr = dense_attr(np.asarray(array))

@@ -426,7 +426,7 @@ class Resolver:
             if key not in b.kwargs:
                 allowed = ", ".join(b.kwargs) or "none"
                 raise FuseError(f"{b.name}() has no keyword '{key}' (accepted: {allowed})", value.loc)
-        if b.kind is bi.Kind.INDEX_FN or b.name == "causal_mask":
+        if b.kind is bi.Kind.INDEX_FN:
             args = tuple(a if isinstance(a, A.TensorRef) and a.indices is None else self._expr(a) for a in call.args)
         else:
             args = tuple(self._expr(a) for a in call.args)

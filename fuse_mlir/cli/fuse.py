@@ -1,0 +1,171 @@
+"""The ``fuse`` command: run a `.fuse` program, or explain its equations.
+
+    fuse run prog.fuse --input W=w.npy --input X=x.json [--out y.npz] [--json]
+    fuse explain prog.fuse [--json]
+    fuse --version
+
+Errors in the program, its inputs or the command line print a located
+diagnostic and exit with status 1 (see :mod:`fuse_mlir.cli.common`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from fuse_mlir.cli.common import ArgumentParser, read_text, run_main, version_string, write_text
+from fuse_mlir.diagnostics import FuseError
+from fuse_mlir.io.sources import SOURCE_EXTENSIONS, load_source
+from fuse_mlir.program import BACKENDS, Program, exports_to_json, format_exports
+
+OUT_EXTENSIONS = (".npy", ".npz", ".json")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def build_parser() -> ArgumentParser:
+    """The ``fuse`` argument parser (exposed for documentation and tests)."""
+    parser = ArgumentParser(prog="fuse", description="Run and inspect .fuse tensor-equation programs.")
+    parser.add_argument("--version", action="version", version=version_string("fuse"))
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    sub.required = True
+
+    run = sub.add_parser("run", help="run a program and print or save its exports")
+    run.add_argument("program", help="the .fuse file ('-' reads stdin)")
+    run.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help=f"an input tensor from a file ({', '.join(SOURCE_EXTENSIONS)}); repeatable",
+    )
+    run.add_argument(
+        "--backend", default="reference", help=f"the backend to run on (default: reference; known: {', '.join(BACKENDS)})"
+    )
+    run.add_argument(
+        "--out", "-o", metavar="PATH", help="save the exports to PATH (.npy for one export, .npz, or .json)"
+    )
+    run.add_argument(
+        "--out-root", metavar="DIR", help="the folder that the program's sinks write under (default: current folder)"
+    )
+    run.add_argument("--json", action="store_true", help="print the exports as JSON")
+
+    explain = sub.add_parser("explain", help="show each equation's joined, projected and broadcast indices")
+    explain.add_argument("program", help="the .fuse file ('-' reads stdin)")
+    explain.add_argument("--json", action="store_true", help="print the table as JSON")
+    return parser
+
+
+def load_program(path: str) -> Program:
+    """Parse and resolve the program in ``path`` (``-``: stdin, resolved against the current folder)."""
+    text, name = read_text(path)
+    base_dir = Path.cwd() if path == "-" else Path(path).parent
+    return Program(text, name, base_dir)
+
+
+def parse_input_args(specs: Sequence[str]) -> dict[str, str]:
+    """``["W=w.npy", ...]`` as ``{"W": "w.npy"}``; bad syntax or a repeated name is an error."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not _NAME_RE.match(name) or not path:
+            raise FuseError(f"bad --input '{spec}': expected NAME=PATH, e.g. --input W=weights.npy")
+        if name in out:
+            raise FuseError(f"--input {name} is given twice ('{out[name]}' and '{path}')")
+        out[name] = path
+    return out
+
+
+def load_inputs(program: Program, paths: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """Read each ``--input`` file, relative to the current folder.
+
+    The rank is passed only for coordinate files (``.csv``/``.tsv``), where it
+    decides whether the last column holds values; for other formats a wrong
+    rank is left to the runner, whose error points into the program.
+    """
+    specs = {s.name: s for s in program.lower().inputs}
+    arrays: dict[str, np.ndarray] = {}
+    for name, path in paths.items():
+        spec = specs.get(name)
+        coords = Path(path).suffix.lower() in (".csv", ".tsv")
+        rank = spec.rank if spec is not None and coords else None
+        try:
+            arrays[name] = load_source(path, Path.cwd(), rank=rank, name=name)
+        except FuseError as err:
+            raise FuseError(f"--input {name}: {err.message}", err.loc, err.notes) from None
+    return arrays
+
+
+def save_exports(exports: Mapping[str, np.ndarray], path: str) -> None:
+    """Write the exports to ``path``, the format chosen by its extension."""
+    ext = Path(path).suffix.lower()
+    if ext not in OUT_EXTENSIONS:
+        shown = f"'{ext}'" if ext else "no extension"
+        raise FuseError(f"cannot save exports to '{path}': unsupported file type ({shown}); use .npy, .npz or .json")
+    if not exports:
+        raise FuseError(f"cannot save exports to '{path}': the program exports nothing (add `export NAME`)")
+    if ext == ".npy" and len(exports) != 1:
+        raise FuseError(
+            f"cannot save exports to '{path}': .npy holds one array but the program exports "
+            f"{len(exports)} ({', '.join(exports)}); use .npz or .json"
+        )
+    target = Path(path)
+    try:
+        if target.parent != Path():
+            target.parent.mkdir(parents=True, exist_ok=True)
+        if ext == ".npy":
+            with open(target, "wb") as f:
+                np.save(f, next(iter(exports.values())), allow_pickle=False)
+        elif ext == ".npz":
+            with open(target, "wb") as f:
+                np.savez(f, **exports)
+        else:
+            target.write_text(exports_to_json(exports) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise FuseError(f"cannot save exports to '{path}': {exc.strerror or exc}") from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``fuse run``: load, run, then print or save the exports."""
+    program = load_program(args.program)
+    runner = program.compile(args.backend, out_root=args.out_root)
+    inputs = load_inputs(program, parse_input_args(args.input))
+    exports = runner.run(inputs)
+    if args.out is not None:
+        save_exports(exports, args.out)
+    elif args.json:
+        write_text(None, exports_to_json(exports) + "\n")
+    elif exports:
+        write_text(None, format_exports(exports) + "\n")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """``fuse explain``: print the per-equation index table."""
+    program = load_program(args.program)
+    if args.json:
+        write_text(None, json.dumps(program.explain("json"), indent=1) + "\n")
+    else:
+        write_text(None, f"{program.explain('text')}\n")
+    return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    return {"run": cmd_run, "explain": cmd_explain}[args.command](args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``fuse`` console script; returns the exit status."""
+    return run_main(_main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

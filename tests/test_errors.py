@@ -1,0 +1,76 @@
+"""Compile-time errors: each names file:line:col, shows the line with a caret, and says what was expected."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fuse_mlir import FuseError, Program
+
+
+def compile_error(src: str, **inputs) -> FuseError:
+    with pytest.raises(FuseError) as e:
+        p = Program(src, "prog.fuse")
+        p.compile()(**inputs) if inputs else p.lower()
+    return e.value
+
+
+ERRORS = [
+    # (source, message fragment, line, col)
+    ("Y[i] = frobnicate(X[i])", "unknown function 'frobnicate'", 1, 8),
+    ("Y[i] = lib::f(X[i])", "unknown function 'lib::f'", 1, 8),
+    ("Y[i] = relu(X[i], X[i])", "relu() takes 1 argument, got 2", 1, 8),
+    ("Y[i] = softmax(X[i], temperature=2)", "no keyword 'temperature'", 1, 34),
+    ("A[i] = B[i]\nB[i] = A[i]", "dependency cycle: A -> B -> A", 1, 1),
+    ("A[i] = A[i] + X[i]", "dependency cycle: A -> A", 1, 1),
+    ("K[i] = const([1,2,3])\nY[i] = K[i] L[i]\nL[i] = const([1,2])", "i is 2 in", 3, 8),
+    ("export Q\nY[i] = X[i]", "cannot export 'Q'", 1, 8),
+    ("Y[i] = X[i]\nZ[i] = X[i,j]", "X is used with 2 indices here but 1 elsewhere", 2, 8),
+    ("Y[i,k] = X[i,j]", "cannot infer the extent of index k", 1, 5),
+    ("Y[i,i] = X[i]", "index name may appear only once", 1, 1),
+    ("Y[k] = A[k]\nZ[k] = B[k]\nW[i, k] = C[i]", "extent of index k is ambiguous", 3, 6),
+    ("param D: int = 1.5", "declared int", 1, 16),
+    ("Y[i] = X[i] +", "expected", 1, 14),
+    ("Y[i] = X[i", "to close '['", 1, 11),
+    ('Y[i] = "unterminated', "unterminated string", 1, 8),
+    ("Y[i] = 1e", "invalid number literal", 1, 8),
+    ("fn f(a[x]) -> s { s = a[x] }\nY = f(X[i], X[i])", "takes 1 argument, got 2", 2, 5),
+    ("fn f(a[x]) -> t { s = a[x] }\nY = f(X[i])", "never defines its result", 1, 1),
+    ("Y[i] = reduce(median, j) X[i,j]", "reduction operator", 1, 15),
+    ("Y[i] = topk(X[i,j], k=2)", "only allowed as the value of a sink", 1, 8),
+    ("Y[i] = X[i] + [1, 2]", "const(...)", 1, 15),
+    ("C[i,j] = const([[1,2],[3]])", "ragged", 1, 16),
+    ("C[i] = const([[1,2],[3,4]])", "rank 2 but the left-hand side has 1", 1, 8),
+    ('import "nope.fuse" as lib', "cannot import 'nope.fuse'", 1, 1),
+]
+
+
+@pytest.mark.parametrize("src,fragment,line,col", ERRORS, ids=[e[1] for e in ERRORS])
+def test_error_is_located(src, fragment, line, col):
+    err = compile_error(src)
+    assert fragment in err.message, err.message
+    assert err.loc is not None and (err.loc.line, err.loc.col) == (line, col), (err.loc, str(err))
+    text = str(err)
+    assert text.startswith(f"prog.fuse:{line}:{col}: error:")
+    assert "^" in text and src.splitlines()[line - 1].strip() in text
+
+
+def test_conflicting_constant_extents_name_both_places():
+    err = compile_error('W[i,j] = const([[1,2,3]])\nX[j] = const([1,2,3,4])\nY[i] = W[i,j] X[j]')
+    text = str(err)
+    assert "note:" in text and text.count("^") == 2
+
+
+def test_runtime_extent_conflict_message_matches_spec_wording():
+    err = compile_error("Y[i] = W[i,j] X[j]", W=np.ones((2, 3)), X=np.ones(4))
+    assert err.message == "j is 4 in X[j] but 3 in W[i, j]"
+
+
+def test_boolean_reference_with_non_index_argument_is_unknown_function():
+    err = compile_error("Y(x) = Friend(x, 1.5)")
+    assert "unknown function 'Friend'" in err.message
+
+
+def test_rank_of_bare_input_is_unknown():
+    err = compile_error("Y = X")
+    assert "rank of input X is unknown" in err.message

@@ -1,0 +1,258 @@
+"""LANGUAGE.md §4 semantics on the reference interpreter, each case against a hand-written NumPy formula."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fuse_mlir import FuseError, FuseRuntimeError, Program
+
+rng = np.random.default_rng(1234)
+A = rng.standard_normal((3, 3))
+X = rng.standard_normal((3, 4))  # non-square on purpose
+B = rng.standard_normal(4)
+C = rng.standard_normal(3)
+
+
+def run(src: str, **inputs):
+    return Program(src).compile()(**inputs)
+
+
+def one(src: str, **inputs) -> np.ndarray:
+    out = run(src, **inputs)
+    return out[list(out)[-1]]
+
+
+CASES = [
+    # join, projection
+    ("matmul", "C2[i,k] = X[i,j] W[j,k]", dict(X=X, W=X.T), lambda: X @ X.T),
+    ("transpose", "Y[j,i] = X[i,j]", dict(X=X), lambda: X.T),
+    ("diagonal", "D[i] = A[i,i]", dict(A=A), lambda: np.diag(A)),
+    ("trace", "T = A[i,i]", dict(A=A), lambda: np.trace(A)),
+    ("row sum (single-occurrence projection)", "S[i] = X[i,j]", dict(X=X), lambda: X.sum(1)),
+    ("column sum", "S[j] = X[i,j]", dict(X=X), lambda: X.sum(0)),
+    ("total", "S = X[i,j]", dict(X=X), lambda: X.sum()),
+    ("scalar []", "S[] = B[i] B[i]", dict(B=B), lambda: B @ B),
+    # broadcast by name, both term orders, non-square
+    ("broadcast row bias", "H[b,h] = X[b,h] + B[h]", dict(X=X, B=B), lambda: X + B),
+    ("broadcast, other order", "H[b,h] = B[h] + X[b,h]", dict(X=X, B=B), lambda: X + B),
+    ("broadcast column", "H[b,h] = X[b,h] + C[b]", dict(X=X, C=C), lambda: X + C[:, None]),
+    ("broadcast-only index from elsewhere", "Z[b,h] = C[b]\nW[h] = B[h]\nexport W, Z", dict(C=C, B=B), lambda: np.tile(C[:, None], 4)),
+    ("outer product", "O[i,j] = C[i] B[j]", dict(C=C, B=B), lambda: np.outer(C, B)),
+    # duplicates and groups
+    ("duplicate terms count twice", "A2[i] = X[i,j] + X[i,j]", dict(X=X), lambda: 2 * X.sum(1)),
+    ("duplicate equations count twice", "Y[i] = C[i]\nY[i] = C[i]", dict(C=C), lambda: 2 * C),
+    ("+= contribution", "Y[i] = C[i]\nY[i] += X[i,j]", dict(C=C, X=X), lambda: C + X.sum(1)),
+    ("group with different names", "Y[i,j] = X[i,j]\nY[a,b] += X[a,b]", dict(X=X), lambda: 2 * X),
+    ("term-wise projection", "Y[i] = X[i,j] + C[i]", dict(X=X, C=C), lambda: X.sum(1) + C),
+    ("parenthesised sum projected as one factor", "Y[i] = (X[i,j] + C[i])", dict(X=X, C=C), lambda: X.sum(1) + 4 * C),
+    ("subtraction", "Y[i] = C[i] - X[i,j]", dict(C=C, X=X), lambda: C - X.sum(1)),
+    # projection operators
+    ("max=", "Y[i] max= X[i,j]", dict(X=X), lambda: X.max(1)),
+    ("avg=", "Y[i] avg= X[i,j]", dict(X=X), lambda: X.mean(1)),
+    ("min=", "Y[i] min= X[i,j]", dict(X=X), lambda: X.min(1)),
+    ("max= of a product", "Y[i] max= X[i,j] B[j]", dict(X=X, B=B), lambda: (X * B).max(1)),
+    ("avg= over two indices", "Y avg= X[i,j]", dict(X=X), lambda: X.mean()),
+    # call-argument projection
+    ("relu projects inside", "Y[i] = relu(W[i,j] V[j])", dict(W=X, V=B), lambda: np.maximum(X @ B, 0)),
+    ("relu of sum of terms", "Y[i] = relu(W[i,j] V[j] + C[i])", dict(W=X, V=B, C=C), lambda: np.maximum(X @ B + C, 0)),
+    ("call keeps sibling factor index", "Y[i] = exp(X[i,j]) B[j]", dict(X=X, B=B), lambda: np.exp(X) @ B),
+    ("logsumexp along last", "L[r] = logsumexp(X[r,c])", dict(X=X), lambda: np.log(np.exp(X).sum(1))),
+    ("logsumexp axis=", "L[c] = logsumexp(X[r,c], axis=r)", dict(X=X), lambda: np.log(np.exp(X).sum(0))),
+    ("softmax dotted axis", "Y[p, q.] = softmax(X[p,q])", dict(X=X), lambda: np.exp(X) / np.exp(X).sum(1, keepdims=True)),
+    ("softmax dotted first axis", "Y[p., q] = softmax(X[p,q])", dict(X=X), lambda: np.exp(X) / np.exp(X).sum(0)),
+    ("softmax integer axis", "Y[p, q] = softmax(X[p,q], axis=0)", dict(X=X), lambda: np.exp(X) / np.exp(X).sum(0)),
+    # numeric index, offsets, slices
+    ("numeric select", "Y[d] = X[0, d]", dict(X=X), lambda: X[0]),
+    ("numeric select last", "Y[b] = X[b, 3]", dict(X=X), lambda: X[:, 3]),
+    ("numeric write", "W[1, h] = B[h]", dict(B=B), lambda: np.stack([np.zeros(4), B])),
+    ("numeric writes in a group", "W[0, h] = B[h]\nW[2, h] = B[h] B[h]", dict(B=B), lambda: np.stack([B, 0 * B, B * B])),
+    ("offset +1 zero-fills the end", "Y[i,j] = X[i, j+1]", dict(X=X), lambda: np.pad(X[:, 1:], ((0, 0), (0, 1)))),
+    ("offset -1 zero-fills the start", "Y[i,j] = X[i, j-1]", dict(X=X), lambda: np.pad(X[:, :-1], ((0, 0), (1, 0)))),
+    ("difference with offset", "D[j] = B[j+1] - B[j]", dict(B=B), lambda: np.append(B[1:], 0) - B),
+    ("slice kept on the left", "Y[i, 0:2] = X[i, 0:2]", dict(X=X), lambda: X[:, 0:2]),
+    ("slice projected", "Y[i] = X[i, ::2]", dict(X=X), lambda: X[:, ::2].sum(1)),
+    ("slices join by text", "Y[i] = X[i, 1:3] X[i, 1:3]", dict(X=X), lambda: (X[:, 1:3] ** 2).sum(1)),
+    ("different slice texts do not join", "Y = B[0:2] B[2:4]", dict(B=B), lambda: B[0:2].sum() * B[2:4].sum()),
+    # index functions, guards
+    ("even mask", "E[i] = even(i) C[i]", dict(C=C), lambda: C * (np.arange(3) % 2 == 0)),
+    ("odd mask", "E[j] = odd(j) B[j]", dict(B=B), lambda: B * (np.arange(4) % 2 == 1)),
+    ("when guard", "Y[i] when M[i] = V[i]", dict(M=np.array([1.0, 0, 1]), V=C), lambda: C * [1, 0, 1]),
+    ("when guard per term", "Y[i] when M[i] = X[i,j] + C[i]", dict(M=np.array([1.0, 0, 1]), X=X, C=C),
+     lambda: (X.sum(1) + C) * [1, 0, 1]),
+    # structured operators
+    ("division and power", "Y[i] = X[i,j] / 2 ** 2", dict(X=X), lambda: X.sum(1) / 4),
+    ("power right-assoc", "Y = 2 ** 3 ** 2", {}, lambda: 2.0**9),
+    ("unary minus", "Y[i] = -C[i]", dict(C=C), lambda: -C),
+    ("ternary", "Y[i,j] = X[i,j] > 0 ? X[i,j] : -X[i,j]", dict(X=X), lambda: np.abs(X)),
+    ("select", "Y[i,j] = select(X[i,j] > 0, X[i,j], 0)", dict(X=X), lambda: np.maximum(X, 0)),
+    ("case", "Y[i] = case { C[i] > 0.5 -> 1.0; C[i] < -0.5 -> -1.0; default -> 0.0 }", dict(C=C),
+     lambda: np.where(C > 0.5, 1.0, np.where(C < -0.5, -1.0, 0.0))),
+    ("logic", "Y[i] = (C[i] > 0) && !(C[i] > 1) || C[i] == 0", dict(C=C), lambda: ((C > 0) & ~(C > 1)) | (C == 0)),
+    ("reduce max", "Y[i] = reduce(max, j) X[i,j]", dict(X=X), lambda: X.max(1)),
+    ("reduce sum inside a max projection", "Y max= reduce(sum, j) X[i,j]", dict(X=X), lambda: X.sum(1).max()),
+    ("reduce prod", "Y[i] = reduce(prod, j) X[i,j]", dict(X=X), lambda: X.prod(1)),
+    ("reduce mean of a sum", "Y[i] = reduce(mean, j) (X[i,j] + 1)", dict(X=X), lambda: (X + 1).mean(1)),
+    # declarations, fn
+    ("param as position", "param D: int = 2\nY[i] = X[i, D]", dict(X=X), lambda: X[:, 2]),
+    ("const factor", "const c = 3.0\nY[i,j] = c X[i,j]", dict(X=X), lambda: 3 * X),
+    ("axis declaration", "axis k = 5\nY[k] = 1", {}, lambda: np.ones(5)),
+    ("let", "let T[i] = C[i] C[i]\nY = T[i]", dict(C=C), lambda: C @ C),
+    ("block", "{ T[i] = C[i]\nU[i] = T[i] T[i] }", dict(C=C), lambda: C * C),
+    ("fn dot with batch index", "fn dot(a[x], b[x]) -> s { s = a[x] b[x] }\nY[i] = dot(X[i,k], B[k])",
+     dict(X=X, B=B), lambda: X @ B),
+    ("fn with two body equations", "fn sq(a[x]) -> s { t[x] = a[x] a[x]\ns = t[x] }\nY = sq(B[k])",
+     dict(B=B), lambda: B @ B),
+    ("fn matvec", "fn mv(W[i,j], v[j]) -> y { y[i] = W[i,j] v[j] }\nZ[r] = mv(X[r,c], B[c])",
+     dict(X=X, B=B), lambda: X @ B),
+    # boolean tensors
+    ("boolean join", "Aunt(x,z) = Sister(x,y) Parent(y,z)", dict(Sister=np.eye(3), Parent=np.ones((3, 3))),
+     lambda: np.ones((3, 3))),
+    ("boolean OR across rules", "R(x,y) = E(x,y)\nR(x,z) = E(x,y) E(y,z)",
+     dict(E=np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=np.int8)),
+     lambda: np.array([[0, 1, 1], [0, 0, 1], [0, 0, 0]])),
+    ("boolean join counts do not overflow", "R(x,z) = E(x,y) E(y,z)", dict(E=np.ones((300, 300), dtype=np.int8)),
+     lambda: np.ones((300, 300))),
+    ("step", "Y[i] = step(C[i])", dict(C=C), lambda: (C > 0).astype(np.int8)),
+    # gathers
+    ("embedding gather", "E[t,d] = Table[Tok[t], d]", dict(Table=X, Tok=np.array([2, 0, 1, 1])), lambda: X[[2, 0, 1, 1]]),
+    ("gather sum", "S = B[Idx[n]]", dict(B=B, Idx=np.array([3, 3, 0])), lambda: B[[3, 3, 0]].sum()),
+    ("gather of expression", "S[n] = B[Idx[n] + 1]", dict(B=B, Idx=np.array([0, 2])), lambda: B[[1, 3]]),
+    # constructors
+    ("causal mask", "M[p,q] = causal_mask(3)", {}, lambda: np.tril(np.ones((3, 3)))),
+    ("causal mask sized by use", "M[p,q] = causal_mask()\nS[p,q] = A[p,q] M[p,q]", dict(A=A), lambda: np.tril(A)),
+    ("const literal", "K[i,j] = const([[1,2],[3,4]])", {}, lambda: np.array([[1, 2], [3, 4]])),
+    ("concat", "Y[i,j] = concat(X[i,j], X[i,j], axis=j)", dict(X=X), lambda: np.concatenate([X, X], 1)),
+    ("concat of different extents", "Y[j] = concat(B[j], C[j], axis=j)", dict(B=B, C=C), lambda: np.concatenate([B, C])),
+    ("flatten", "Y[b,k] = concat(Z[b,i,j])", dict(Z=np.arange(24.0).reshape(2, 3, 4)), lambda: np.arange(24.0).reshape(2, 12)),
+    # functions (non-axis)
+    ("max of two", "Y[i,j] = max(X[i,j], 0)", dict(X=X), lambda: np.maximum(X, 0)),
+    ("min of two", "Y[i,j] = min(X[i,j], C[i])", dict(X=X, C=C), lambda: np.minimum(X, C[:, None])),
+    ("max along axis", "Y[i] = max(X[i,j], axis=j)", dict(X=X), lambda: X.max(1)),
+    ("sum along axis", "Y[i] = sum(X[i,j], axis=j)", dict(X=X), lambda: X.sum(1)),
+    ("mean along axis", "Y[j] = mean(X[i,j], axis=i)", dict(X=X), lambda: X.mean(0)),
+    ("sig with T", "Y[i,j] = sig(X[i,j], T=0.5)", dict(X=X), lambda: 1 / (1 + np.exp(-X / 0.5))),
+    ("sig positional T", "Y[i,j] = sig(X[i,j], 2)", dict(X=X), lambda: 1 / (1 + np.exp(-X / 2))),
+    ("sig hard step", "Y[i] = sig(C[i], T=0)", dict(C=C), lambda: (C > 0).astype(float)),
+    ("pow", "Y[i] = pow(abs(C[i]), 0.5)", dict(C=C), lambda: np.abs(C) ** 0.5),
+    ("use before definition", "Y[i] = T[i] + 1\nT[i] = C[i]\nexport Y", dict(C=C), lambda: C + 1),
+    ("builtin names are case-insensitive", "Y[i] = RELU(C[i])", dict(C=C), lambda: np.maximum(C, 0)),
+]
+
+
+@pytest.mark.parametrize("name,src,inputs,expected", CASES, ids=[c[0] for c in CASES])
+def test_semantics(name, src, inputs, expected):
+    got = one(src, **inputs)
+    np.testing.assert_allclose(got, expected(), rtol=1e-12, atol=1e-12)
+
+
+def test_shape_changes_reuse_the_program():
+    prog = Program("Y[i] = W[i,j] V[j]").compile()
+    for n, m in [(2, 3), (5, 1), (0, 4), (4, 0)]:
+        w, v = rng.standard_normal((n, m)), rng.standard_normal(m)
+        np.testing.assert_allclose(prog(W=w, V=v)["Y"], w @ v)
+
+
+def test_zero_and_one_extents():
+    np.testing.assert_allclose(one("S[i] = X[i,j]", X=np.zeros((0, 3))), np.zeros(0))
+    np.testing.assert_allclose(one("S[i] = X[i,j]", X=np.ones((2, 0))), np.zeros(2))
+    np.testing.assert_allclose(one("Y[i] max= X[i,j]", X=np.ones((1, 1))), [1.0])
+
+
+class TestTypes:
+    def test_float32_stays_float32(self):
+        x = X.astype(np.float32)
+        for src in ["Y[i,j] = 2 X[i,j]", "Y[i] = X[i,j]", "Y[i,j] = exp(X[i,j])", "Y[p,q.] = softmax(X[p,q])",
+                    "Y[i] avg= X[i,j]", "Y[i,j] = X[i,j] / 3"]:
+            assert one(src, X=x).dtype == np.float32, src
+
+    def test_int_inputs(self):
+        x = np.arange(12).reshape(3, 4)
+        y = one("Y[i] = X[i,j]", X=x)
+        assert y.dtype == np.int64 and (y == x.sum(1)).all()
+        assert one("Y[i,j] = X[i,j] / 2", X=x).dtype == np.float64
+        assert one("Y[i,j] = 2 X[i,j]", X=x).dtype == np.int64
+        assert one("Y[i,j] = 2.5 X[i,j]", X=x).dtype == np.float64
+        assert one("Y[i] avg= X[i,j]", X=x).dtype == np.float64
+
+    def test_mixed_promote_as_numpy(self):
+        y = one("Y[i] = A[i] + B[i]", A=np.ones(2, np.float32), B=np.ones(2, np.float64))
+        assert y.dtype == np.float64
+
+    def test_literals_default(self):
+        assert one("S = 0.5").dtype == np.float64
+        assert one("S = 2").dtype == np.int64
+
+    def test_boolean_is_int8(self):
+        assert one("R(x,y) = E(x,y)", E=np.eye(2)).dtype == np.int8
+        assert one("Y[i] = C[i] > 0", C=C).dtype == np.int8
+        assert one("Y[i] = step(C[i])", C=C).dtype == np.int8
+
+    def test_bool_input_becomes_int8(self):
+        y = one("R(x,z) = E(x,y) E(y,z)", E=np.eye(2, dtype=bool))
+        assert y.dtype == np.int8 and (y == np.eye(2)).all()
+
+
+class TestRunErrors:
+    def test_extent_conflict_names_both_places(self):
+        with pytest.raises(FuseRuntimeError) as e:
+            run("Y[i] = W[i,j] V[j]", W=np.ones((2, 3)), V=np.ones(4))
+        msg = str(e.value)
+        assert "j is" in msg and "W[i, j]" in msg and "V[j]" in msg and "1:" in msg and "^" in msg
+
+    def test_wrong_rank(self):
+        with pytest.raises(FuseRuntimeError, match="rank 2"):
+            run("Y[i] = W[i,j] V[j]", W=np.ones(2), V=np.ones(2))
+
+    def test_missing_and_unknown_inputs(self):
+        with pytest.raises(FuseRuntimeError, match="missing input V"):
+            run("Y[i] = W[i,j] V[j]", W=np.ones((2, 2)))
+        with pytest.raises(FuseRuntimeError, match="unknown input Q"):
+            run("Y[i] = V[i]", V=np.ones(2), Q=np.ones(2))
+
+    def test_unsupported_dtype(self):
+        with pytest.raises(FuseRuntimeError, match="dtype"):
+            run("Y[i] = V[i]", V=np.array(["a", "b"]))
+        with pytest.raises(FuseRuntimeError, match="dtype"):
+            run("Y[i] = V[i]", V=np.ones(2, dtype=complex))
+
+    def test_gather_out_of_range(self):
+        with pytest.raises(FuseRuntimeError, match="out of range") as e:
+            run("E[t,d] = T[I[t], d]", T=np.ones((3, 2)), I=np.array([0, 3]))
+        assert "1:" in str(e.value)
+        with pytest.raises(FuseRuntimeError, match="out of range"):
+            run("E[t,d] = T[I[t], d]", T=np.ones((3, 2)), I=np.array([-1]))
+
+    def test_numeric_index_out_of_range(self):
+        with pytest.raises(FuseRuntimeError, match="out of range"):
+            run("Y[d] = X[5, d]", X=np.ones((3, 2)))
+
+    def test_float_index_tensor_is_an_error(self):
+        with pytest.raises(FuseError, match="integers"):
+            run("E[t,d] = T[I[t], d]", T=np.ones((3, 2)), I=np.array([0.0, 1.0]))
+
+    def test_non_contiguous_input_is_copied(self):
+        x = np.arange(12.0).reshape(3, 4)[:, ::2]
+        np.testing.assert_allclose(one("Y[i] = X[i,j]", X=x), x.sum(1))
+
+
+def test_exports_default_to_every_tensor():
+    out = run("T[i] = C[i]\nU[i] = T[i]", C=C)
+    assert list(out) == ["T", "U"]
+    out = run("T[i] = C[i]\nU[i] = T[i]\nexport U", C=C)
+    assert list(out) == ["U"]
+
+
+def test_inputs_are_not_modified():
+    c = C.copy()
+    run("Y[i] = C[i] + 1", C=c)
+    assert (c == C).all()
+
+
+def test_explain_tables():
+    p = Program("Y[i] = W[i,j] V[j] + B[i]\nZ[i,k] = Y[i]")
+    rows = p.explain("json")
+    assert rows[0]["joined"] == ["j"] and rows[0]["projected"] == ["j"] and rows[0]["broadcast"] == []
+    assert rows[2]["broadcast"] == ["k"]
+    text = p.explain()
+    assert "Y" in text and "j" in text
