@@ -53,7 +53,7 @@ class _LocatingParser(Parser):
     def _get_op_by_name(self, name: str) -> type[Operation]:
         try:
             return super()._get_op_by_name(name)
-        except ParseError as err:
+        except ParseError:
             # xDSL points past the name; point at the name itself.
             here = self._current_token.span
             pos = here.input.content.rfind(name, 0, here.start)
@@ -92,6 +92,19 @@ def _message(err: BaseException) -> str:
     return str(err).strip() or type(err).__name__
 
 
+def _parse_message(err: ParseError) -> str:
+    """xDSL's parse error message, mended where xDSL leaves it unreadable."""
+    msg = err.msg.strip()
+    content = err.span.input.content
+    if err.span.start >= len(content.rstrip()):
+        # xDSL reports a missing '}' at the end as just " in block definition".
+        return f"unexpected end of file {msg}" if msg.startswith("in ") else msg or "unexpected end of file"
+    if "{first_char}" in msg:  # an unformatted placeholder in xDSL 0.74's lexer
+        first = content[err.span.start : err.span.start + 1]
+        msg = msg.replace("{first_char}", repr(first if isinstance(first, str) else first.decode(errors="replace")))
+    return msg or "syntax error"
+
+
 def _verify(module: ModuleOp, parser: _LocatingParser, filename: str) -> None:
     """Verify ``module``; on failure, locate the first op that fails on its own."""
     try:
@@ -118,14 +131,18 @@ def parse_mlir(text: str, filename: str = "<stdin>", *, verify: bool = True) -> 
     the offending token or operation of ``filename``.
     """
     register_source(filename, text)
-    parser = _LocatingParser(make_context(), text, filename)
+    parser: _LocatingParser | None = None
     try:
+        # The constructor already lexes the first token, so it can fail too.
+        parser = _LocatingParser(make_context(), text, filename)
         module = parser.parse_module()
     except ParseError as err:
-        raise FuseError(err.msg, span_loc(err.span, filename)) from None
+        raise FuseError(_parse_message(err), span_loc(err.span, filename)) from None
     except DiagnosticException as err:
         # Attribute/type constructors may verify while parsing; point at the current token.
-        raise FuseError(_message(err), span_loc(parser._current_token.span, filename)) from None
+        loc = span_loc(parser._current_token.span, filename) if parser is not None else Loc(filename, 1, 1)
+        raise FuseError(_message(err), loc) from None
+    assert parser is not None
     if verify:
         _verify(module, parser, filename)
     return module

@@ -152,7 +152,7 @@ class Runner:
 
         arrays = self._validate(dict(inputs or {}))
         lowered = self.program.lower({k: v.dtype for k, v in arrays.items()})
-        result = run_module(lowered.module, arrays, self.program.source_arrays())
+        result = run_module(lowered.module, arrays, lowered.sources)
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)

@@ -113,6 +113,10 @@ def main() -> None:
     npy("conv_x.npy", rounded(rng, 8))
     (HERE / "conv_k.json").write_text(json.dumps({"data": [0.25, 0.5, -0.25], "dtype": "float64"}) + "\n")
 
+    # retrieval.fuse: 3 queries and 6 documents embedded in 4 dimensions
+    npy("ret_q.npy", rounded(rng, 3, 4))
+    npy("ret_doc.npy", rounded(rng, 6, 4))
+
     # activations.fuse: 7 points spread over [-3, 3]
     npy("act_x.npy", np.linspace(-3.0, 3.0, 7))
 

@@ -46,7 +46,9 @@ def build_parser() -> ArgumentParser:
         help=f"an input tensor from a file ({', '.join(SOURCE_EXTENSIONS)}); repeatable",
     )
     run.add_argument(
-        "--backend", default="reference", help=f"the backend to run on (default: reference; known: {', '.join(BACKENDS)})"
+        "--backend",
+        default="reference",
+        help=f"the backend to run on (default: reference; known: {', '.join(BACKENDS)})",
     )
     run.add_argument(
         "--out", "-o", metavar="PATH", help="save the exports to PATH (.npy for one export, .npz, or .json)"

@@ -11,6 +11,7 @@ This is the level the reference interpreter runs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -93,6 +94,11 @@ def np_dtype(elem: Attribute) -> np.dtype:
 
 def tensor_type(dtype: np.dtype | str, shape: Sequence[int]) -> TensorType:
     """A ranked tensor type; unknown extents are ``DYNAMIC`` (printed ``?``)."""
+    return _tensor_type(np.dtype(dtype).name, tuple(shape))
+
+
+@functools.cache
+def _tensor_type(dtype: str, shape: tuple[int, ...]) -> TensorType:
     return TensorType(element_type(dtype), list(shape))
 
 

@@ -81,7 +81,10 @@ class Lowered:
     inputs: list[InputSpec]
     exports: list[str]
     group_order: list[str]
+    sources: dict[str, np.ndarray]
 
+
+FACT_SUFFIXES = (".csv", ".tsv")
 
 MAP_OPS = {
     "+": "add",
@@ -216,6 +219,7 @@ class Lowerer:
                     groups[name][0][1].loc,
                     [("loaded here", s.loc)],
                 )
+        self._reject_time_indices()
         self.groups = groups
         self.sources = sources
         self.ranks = self._ranks(groups)
@@ -229,7 +233,8 @@ class Lowerer:
             )
             self.values[spec.name] = TV(op.results[0], self._canon_names(spec.name, spec.rank))
         for name, s in sources.items():
-            arr = self.source_arrays[name]
+            arr = self._pad_facts(name, self.source_arrays[name])
+            self.source_arrays[name] = arr
             names = self._canon_names(name, arr.ndim)
             op = self.emit(te.SourceOp(name, s.path, names, te.tensor_type(arr.dtype, arr.shape), s.loc.encode()))
             self.values[name] = TV(op.results[0], names)
@@ -242,7 +247,28 @@ class Lowerer:
         exports = self._exports(groups)
         self.emit(te.ExportOp([self.values[n].value for n in exports], exports))
         module = ModuleOp(self.ops)
-        return Lowered(module, inputs, exports, order)
+        return Lowered(module, inputs, exports, order, self.source_arrays)
+
+    def _pad_facts(self, name: str, arr: np.ndarray) -> np.ndarray:
+        """Zero-pad a facts tensor to the extents its axes settled on (the relation's domain)."""
+        target = [self.dims.static_extent(("T", name, k)) or n for k, n in enumerate(arr.shape)]
+        if list(arr.shape) == target:
+            return arr
+        out = np.zeros(target, dtype=arr.dtype)
+        out[tuple(slice(0, n) for n in arr.shape)] = arr
+        return out
+
+    def _reject_time_indices(self) -> None:
+        """Virtual time (``*t``) belongs to streaming mode, which single-pass lowering does not run."""
+        for eq in self.prog.equations:
+            for ref in [eq.lhs, *tensor_refs(eq.rhs)]:
+                for item in ref.indices or ():
+                    if isinstance(item, A.IndexName | A.IndexOffset) and item.time:
+                        raise FuseError(
+                            f"virtual-time index *{item.name} needs streaming mode, which is not available yet "
+                            "(single-pass programs use ordinary indices)",
+                            item.loc,
+                        )
 
     def _canon_names(self, name: str, rank: int) -> list[str]:
         """Canonical axis names of a tensor: its first equation's plain left-hand names where possible."""
@@ -370,9 +396,10 @@ class Lowerer:
         self.where: dict[Key, Where] = {}
         for name, s in sources.items():
             arr = self.source_arrays[name]
+            kind = "bound" if Path(s.path).suffix.lower() in FACT_SUFFIXES else "const"
             for k, n in enumerate(arr.shape):
                 iname = item_text(s.lhs.indices[k]) if s.lhs.indices else f"axis {k}"
-                dims.add_def(("T", name, k), DimDef("const", int(n), Where(iname, ref_text(s.lhs), s.lhs.loc)))
+                dims.add_def(("T", name, k), DimDef(kind, int(n), Where(iname, ref_text(s.lhs), s.lhs.loc)))
         numeric_axes: dict[tuple[str, int], list[int]] = {}
 
         def local(eq: int, name: str, where: Where) -> Key:
@@ -441,7 +468,10 @@ class Lowerer:
                     raise FuseError("an index name may appear only once on the left-hand side", lhs.loc)
         for sid, sink in enumerate(self.prog.sinks):
             self.eq_id = -1 - sid
-            for ref in tensor_refs(sink.rhs):
+            self.dotted = None
+            rhs = self._prepare_rhs(sink, self.eq_id, free_indices(sink.rhs), local)
+            self.rhs[self.eq_id] = rhs
+            for ref in tensor_refs(rhs):
                 visit_ref(self.eq_id, ref)
         # Axes written only at numeric positions are one past the largest position.
         for (name, k), positions in numeric_axes.items():
@@ -454,6 +484,7 @@ class Lowerer:
                 )
         dims.check_constants()
         dims.resolve_by_name(self.locals_by_name, self.where)
+        dims.settle_bounds()
         dims.check_constants()
         dims.require_all(list(self.where), self.where)
         for name, eqs in groups.items():
@@ -461,7 +492,7 @@ class Lowerer:
                 if not dims.definitions(("T", name, k)):
                     raise FuseError(f"cannot infer the extent of axis {k} of {name}", eqs[0][1].loc)
 
-    def _prepare_rhs(self, eq: A.Equation, eid: int, lhs_names: list[str], local) -> A.Expr:
+    def _prepare_rhs(self, eq: A.Equation | A.Sink, eid: int, lhs_names: list[str], local) -> A.Expr:
         """Rename each concat argument's joined axis apart and record the derived extents (sum, product)."""
         dims = self.dims
 
@@ -544,7 +575,7 @@ class Lowerer:
         rhs = rewrite(eq.rhs)
         for n in free_indices(rhs):
             local(eid, n, Where(n, "the right-hand side", eq.rhs.loc))
-        for item in eq.lhs.indices or ():
+        for item in eq.lhs.indices or () if isinstance(eq, A.Equation) else ():
             if isinstance(item, A.IndexName):
                 local(eid, item.name, Where(item.name, ref_text(eq.lhs), item.loc))
         return rhs
@@ -636,7 +667,7 @@ class Lowerer:
     def _lower_sink(self, sink: A.Sink) -> None:
         self.eq_id = -1 - self.prog.sinks.index(sink)
         self.dotted = None
-        rhs = sink.rhs
+        rhs = self.rhs[self.eq_id]
         if isinstance(rhs, A.Call) and (b := bi.lookup(rhs.name)) is not None and b.name == "topk":
             values = self.lower_block(rhs, set(free_indices(rhs.args[0])), "sum")
             self.emit(te.SinkOp(sink.path, values, ["indices", "values"], sink.loc.encode()))

@@ -129,8 +129,15 @@ def free_indices(expr: A.Expr) -> list[str]:
 
 
 def _call_free_indices(call: A.Call) -> list[str]:
-    b = bi.lookup(call.name)
     args = [free_indices(a) for a in call.args]
+    kw = {k: v for k, v in call.kwargs}
+    if call.name == "__concat__":  # the lowering's concat, with each argument's axis renamed apart
+        axis = kw["axis"].name  # type: ignore[union-attr]
+        parts = {v.name for k, v in call.kwargs if k.startswith("__part")}  # type: ignore[union-attr]
+        return _ordered_union([[axis if n in parts else n for n in a] for a in args])
+    if call.name == "__flatten__":
+        return args[0][:-2] + [kw["axis"].name]  # type: ignore[union-attr]
+    b = bi.lookup(call.name)
     if b is None:
         return _ordered_union(args)
     if b.kind is bi.Kind.INDEX_FN:

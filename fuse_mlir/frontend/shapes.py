@@ -32,7 +32,8 @@ class Where:
 
 @dataclass(frozen=True)
 class DimDef:
-    """One definition of an extent: ``const`` (value int), ``input`` (value (tensor, axis)) or ``derived``.
+    """One definition of an extent: ``const`` (value int), ``input`` (value (tensor, axis)), ``derived``,
+    or ``bound`` (a facts file's lower bound, settled into a constant).
 
     A derived value is ``(op, args)`` with op ``slice`` (args: key, start, stop,
     step), ``sum`` or ``mul`` (args: keys).
@@ -53,8 +54,12 @@ class Dims:
     parent: dict[Key, Key] = field(default_factory=dict)
     defs: dict[Key, list[DimDef]] = field(default_factory=dict)
 
+    order: dict[Key, int] = field(default_factory=dict)
+
     def find(self, k: Key) -> Key:
-        self.parent.setdefault(k, k)
+        if k not in self.parent:
+            self.parent[k] = k
+            self.order[k] = len(self.order)
         root = k
         while self.parent[root] != root:
             root = self.parent[root]
@@ -67,8 +72,7 @@ class Dims:
         if ra == rb:
             return
         # Deterministic: the older node (first inserted) stays the root.
-        order = list(self.parent)
-        if order.index(rb) < order.index(ra):
+        if self.order[rb] < self.order[ra]:
             ra, rb = rb, ra
         self.parent[rb] = ra
         self.defs.setdefault(ra, []).extend(self.defs.pop(rb, []))
@@ -107,6 +111,42 @@ class Dims:
                         d.where.loc,
                         [(f"{a.where.name} is {a.value} here", a.where.loc)],
                     )
+
+    def settle_bounds(self) -> None:
+        """Facts files give lower bounds (one past the largest coordinate): a class's extent is the largest.
+
+        A declared or otherwise constant extent must cover every bound; a class
+        that only an input sizes cannot take a facts file (its extent would be
+        known only at run time, after the file was padded).
+        """
+        for root in list(self.defs):
+            defs = self.defs[root]
+            bounds = [d for d in defs if d.kind == "bound"]
+            if not bounds:
+                continue
+            rest = [d for d in defs if d.kind != "bound"]
+            top = max(bounds, key=lambda d: d.value)  # type: ignore[arg-type,return-value]
+            consts = [d for d in rest if d.kind == "const"]
+            if consts:
+                if top.value > consts[0].value:  # type: ignore[operator]
+                    c = consts[0]
+                    raise FuseError(
+                        f"{top.where.name} needs at least {top.value} in {top.where.text} (a facts file) "
+                        f"but is {c.value} in {c.where.text}",
+                        top.where.loc,
+                        [(f"{c.where.name} is {c.value} here", c.where.loc)],
+                    )
+                self.defs[root] = rest
+            elif rest:
+                other = rest[0]
+                raise FuseError(
+                    f"the extent of {top.where.name} comes from a facts file ({top.where.text}) and from "
+                    f"{other.where.text}, known only at run time; declare it with `axis {top.where.name} = N`",
+                    top.where.loc,
+                    [("sized here", other.where.loc)],
+                )
+            else:
+                self.defs[root] = [DimDef("const", top.value, top.where)]
 
     def resolve_by_name(self, locals_by_name: dict[str, list[Key]], undecided_where: dict[Key, Where]) -> None:
         """Give each undefined class the extent its index name has elsewhere (broadcast-only indices)."""

@@ -1,0 +1,561 @@
+"""Tests of the command-line tools ``fuse`` and ``fuse-opt`` (fuse_mlir.cli).
+
+Most tests call ``main([...])`` in-process and read stdout/stderr with
+capsys; one test per tool runs the installed console script in a subprocess
+to prove the entry point works. Every user error must exit 1 with a short
+message and never a Python traceback.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuse_mlir.cli import fuse, fuse_opt
+from fuse_mlir.program import Program, Runner
+
+MATVEC = """\
+# matrix-vector product
+Y[i] = W[i,j] X[j]
+export Y
+"""
+
+TWO = """\
+Y[i] = W[i,j] X[j]
+Z[i] = relu(Y[i]) + 1
+"out/z.npy" = Z[i]
+export Y, Z
+"""
+
+W = np.arange(6.0).reshape(2, 3)
+X = np.array([1.0, 2.0, 3.0])
+Y = W @ X
+Z = np.maximum(Y, 0) + 1
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary current folder holding the programs and input files."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FUSE_DEBUG", raising=False)
+    (tmp_path / "matvec.fuse").write_text(MATVEC)
+    (tmp_path / "two.fuse").write_text(TWO)
+    np.save(tmp_path / "w.npy", W)
+    np.save(tmp_path / "x.npy", X)
+    return tmp_path
+
+
+def run_fuse(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``fuse argv...`` in-process: (exit status, stdout, stderr)."""
+    rc = fuse.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def run_opt(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``fuse-opt argv...`` in-process: (exit status, stdout, stderr)."""
+    rc = fuse_opt.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def assert_user_error(rc: int, out: str, err: str) -> None:
+    """Exit 1, nothing on stdout, a short message on stderr, no traceback."""
+    assert rc == 1, err
+    assert out == ""
+    assert err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) <= 20, err
+
+
+# ---------------------------------------------------------------------------
+# fuse run
+# ---------------------------------------------------------------------------
+
+
+def test_run_prints_exports(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "--input", "W=w.npy", "--input", "X=x.npy")
+    assert rc == 0, err
+    assert out.startswith("Y float64[2] =")
+    assert "[ 8. 26.]" in out
+
+
+def test_run_json(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "two.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--json")
+    assert rc == 0, err
+    assert json.loads(out) == {"Y": Y.tolist(), "Z": Z.tolist()}
+
+
+@pytest.mark.parametrize("ext", [".npz", ".json", ".csv"])
+def test_run_inputs_in_other_formats(work: Path, capsys: pytest.CaptureFixture[str], ext: str) -> None:
+    """Inputs go through load_source, so every source format works (csv: coordinate facts)."""
+    if ext == ".npz":
+        np.savez(work / "x.npz", X)
+        x = X
+    elif ext == ".json":
+        (work / "x.json").write_text(json.dumps(X.tolist()))
+        x = X
+    else:
+        (work / "x.csv").write_text("0\n2\n")  # X = [1, 0, 1] as an int8 boolean tensor
+        x = np.array([1, 0, 1])
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", f"X=x{ext}", "--json")
+    assert rc == 0, err
+    np.testing.assert_allclose(json.loads(out)["Y"], W @ x)
+
+
+def test_run_out_npy(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--out", "res/y.npy")
+    assert (rc, out) == (0, ""), err
+    np.testing.assert_array_equal(np.load(work / "res" / "y.npy"), Y)
+
+
+def test_run_out_npz(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "two.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--out", "r.npz")
+    assert (rc, out) == (0, ""), err
+    with np.load(work / "r.npz", allow_pickle=False) as data:
+        assert sorted(data.files) == ["Y", "Z"]
+        np.testing.assert_array_equal(data["Y"], Y)
+        np.testing.assert_array_equal(data["Z"], Z)
+
+
+def test_run_out_npz_single_export(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "-o", "r.npz")
+    assert rc == 0, err
+    with np.load(work / "r.npz", allow_pickle=False) as data:
+        np.testing.assert_array_equal(data["Y"], Y)
+
+
+def test_run_out_json(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run_fuse(capsys, "run", "two.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--out", "r.json")
+    assert rc == 0, err
+    assert json.loads((work / "r.json").read_text()) == {"Y": Y.tolist(), "Z": Z.tolist()}
+
+
+def test_run_out_npy_with_several_exports_is_an_error(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "two.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--out", "r.npy")
+    assert_user_error(rc, out, err)
+    assert ".npy holds one array" in err and "Y, Z" in err
+    assert not (work / "r.npy").exists()
+
+
+def test_run_out_unknown_extension(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--out", "r.txt")
+    assert_user_error(rc, out, err)
+    assert "unsupported file type" in err
+
+
+def test_run_sink_under_out_root(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run_fuse(capsys, "run", "two.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--out-root", "results")
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(work / "results" / "out" / "z.npy"), Z)
+    assert not (work / "out").exists()
+
+
+def test_run_sink_defaults_to_current_folder(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run_fuse(capsys, "run", "two.fuse", "-i", "W=w.npy", "-i", "X=x.npy")
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(work / "out" / "z.npy"), Z)
+
+
+def test_run_program_from_stdin(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(MATVEC))
+    rc, out, err = run_fuse(capsys, "run", "-", "-i", "W=w.npy", "-i", "X=x.npy", "--json")
+    assert rc == 0, err
+    assert json.loads(out) == {"Y": Y.tolist()}
+
+
+def test_program_without_inputs(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "c.fuse").write_text('S = 2.5\n"s.json" = S\nexport S\n')
+    rc, out, err = run_fuse(capsys, "run", "c.fuse")
+    assert (rc, out, err) == (0, "S float64[] =\n2.5\n", "")
+    assert json.loads((work / "s.json").read_text()) == 2.5
+
+
+# ---------------------------------------------------------------------------
+# fuse explain / --version
+# ---------------------------------------------------------------------------
+
+
+def test_explain_text(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "explain", "matvec.fuse")
+    assert rc == 0, err
+    header, row = out.splitlines()
+    assert header.split()[:3] == ["equation", "lhs", "proj"]
+    assert row.split() == ["matvec.fuse:2:1", "Y", "sum", "j", "j", "-"]
+
+
+def test_explain_json(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "explain", "matvec.fuse", "--json")
+    assert rc == 0, err
+    (row,) = json.loads(out)
+    assert row["lhs"] == "Y" and row["joined"] == ["j"] and row["projected"] == ["j"] and row["broadcast"] == []
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_fuse(capsys, "--version")
+    assert rc == 0
+    assert out.startswith("fuse ") and "xdsl" in out
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_fuse(capsys, "run", "--help")
+    assert rc == 0
+    assert "--input" in out and "--out-root" in out
+
+
+# ---------------------------------------------------------------------------
+# fuse: user errors exit 1 with a located, one-screen message
+# ---------------------------------------------------------------------------
+
+
+def test_missing_program_file(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "nope.fuse")
+    assert_user_error(rc, out, err)
+    assert err.strip() == "error: cannot read 'nope.fuse': no such file"
+
+
+def test_program_is_a_folder(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "explain", ".")
+    assert_user_error(rc, out, err)
+
+
+def test_program_not_utf8(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "bin.fuse").write_bytes(b"Y = \xff\xfe\n")
+    rc, out, err = run_fuse(capsys, "run", "bin.fuse")
+    assert_user_error(rc, out, err)
+    assert "not UTF-8" in err
+
+
+def test_syntax_error_shows_line_col_and_caret(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "bad.fuse").write_text("S = 1\nY[i] = W[i,j] * * X[j]\nexport Y\n")
+    rc, out, err = run_fuse(capsys, "run", "bad.fuse")
+    assert_user_error(rc, out, err)
+    first, shown, caret = err.splitlines()[:3]
+    assert first.startswith("bad.fuse:2:17: error:")
+    assert shown.strip() == "Y[i] = W[i,j] * * X[j]"
+    assert caret.index("^") == shown.index("* X")
+
+
+def test_unknown_function_error(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "f.fuse").write_text("Y[i] = frob(X[i])\nexport Y\n")
+    rc, out, err = run_fuse(capsys, "explain", "f.fuse")
+    assert_user_error(rc, out, err)
+    assert err.startswith("f.fuse:1:8: error: unknown function 'frob'")
+
+
+def test_missing_input(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "--input", "W=w.npy")
+    assert_user_error(rc, out, err)
+    lines = err.splitlines()
+    assert lines[0] == "matvec.fuse:2:15: error: missing input X"
+    assert lines[2].index("^") == lines[1].index("X[j]")
+
+
+@pytest.mark.parametrize("spec", ["X", "X=", "=x.npy", "1X=x.npy", "X Y=x.npy", ""])
+def test_bad_input_syntax(work: Path, capsys: pytest.CaptureFixture[str], spec: str) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "--input", spec)
+    assert_user_error(rc, out, err)
+    assert "expected NAME=PATH" in err
+
+
+def test_input_given_twice(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "-i", "X=w.npy")
+    assert_user_error(rc, out, err)
+    assert "given twice" in err
+
+
+def test_wrong_rank(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=w.npy")
+    assert_user_error(rc, out, err)
+    assert err.startswith("matvec.fuse:2:15: error: input X must have rank 1 but has shape (2, 3)")
+    assert "^" in err
+
+
+def test_extent_mismatch(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    np.save(work / "x4.npy", np.ones(4))
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x4.npy")
+    assert_user_error(rc, out, err)
+    assert "matvec.fuse:2:" in err and "j is" in err
+
+
+def test_unknown_input_name(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "-i", "Q=x.npy")
+    assert_user_error(rc, out, err)
+    assert "unknown input Q" in err
+
+
+def test_missing_input_file(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=nope.npy")
+    assert_user_error(rc, out, err)
+    assert err.startswith("error: --input X: cannot read source 'nope.npy': no such file")
+
+
+def test_corrupt_input_file(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "junk.npy").write_bytes(b"not an npy file")
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=junk.npy")
+    assert_user_error(rc, out, err)
+    assert "--input X" in err
+
+
+def test_unknown_backend(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "--backend", "nope")
+    assert_user_error(rc, out, err)
+    assert "unknown backend 'nope'" in err
+
+
+@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["run"], ["run", "matvec.fuse", "--bogus"]])
+def test_usage_errors(work: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    rc, out, err = run_fuse(capsys, *argv)
+    assert_user_error(rc, out, err)
+    assert "usage: fuse" in err
+
+
+def test_sink_escaping_out_root(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "esc.fuse").write_text('S = 1.0\n"../s.npy" = S\n')
+    rc, out, err = run_fuse(capsys, "run", "esc.fuse", "--out-root", "sub")
+    assert_user_error(rc, out, err)
+    assert "escapes the output root" in err
+    assert err.startswith("esc.fuse:2:")
+
+
+# ---------------------------------------------------------------------------
+# internal errors: exit 2, traceback only with FUSE_DEBUG=1
+# ---------------------------------------------------------------------------
+
+
+def _boom(self: Runner, *args: object, **kwargs: object) -> None:
+    raise RuntimeError("boom")
+
+
+def test_internal_error(work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Runner, "run", _boom)
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x.npy")
+    assert rc == 2
+    assert err.startswith("internal error: RuntimeError: boom")
+    assert "Traceback" not in err and "FUSE_DEBUG=1" in err
+
+
+def test_internal_error_debug_traceback(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Runner, "run", _boom)
+    monkeypatch.setenv("FUSE_DEBUG", "1")
+    rc, _, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x.npy")
+    assert rc == 2
+    assert "internal error: RuntimeError: boom" in err and "Traceback" in err
+
+
+# ---------------------------------------------------------------------------
+# the installed console scripts
+# ---------------------------------------------------------------------------
+
+
+def _script(name: str) -> str:
+    """The console script installed next to this interpreter (skip when absent)."""
+    path = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+    if path is None:
+        pytest.skip(f"the {name} script is not installed")
+    return path
+
+
+def test_fuse_script_entry_point(work: Path) -> None:
+    exe = _script("fuse")
+    ok = subprocess.run(
+        [exe, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--json"], capture_output=True, text=True
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout) == {"Y": Y.tolist()}
+    bad = subprocess.run([exe, "run", "matvec.fuse", "-i", "W=w.npy"], capture_output=True, text=True)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("matvec.fuse:2:15: error: missing input X") and "Traceback" not in bad.stderr
+
+
+def test_fuse_opt_script_entry_point(work: Path) -> None:
+    exe = _script("fuse-opt")
+    res = subprocess.run([exe, "matvec.fuse"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "te.contract" in res.stdout
+    back = subprocess.run([exe, "-", "--print-op-generic"], input=res.stdout, capture_output=True, text=True)
+    assert back.returncode == 0, back.stderr
+    assert back.stdout.startswith('"builtin.module"() ({')
+
+
+# ---------------------------------------------------------------------------
+# fuse-opt
+# ---------------------------------------------------------------------------
+
+ROUND_TRIP_PROGRAMS = {
+    "matvec": MATVEC,
+    "two": TWO,
+    "softmax": "Y[p, q.] = softmax(S[p,q])\nexport Y",
+    "gather": "E[t,d] = Table[Tok[t], d]\nexport E",
+    "offset_slice": "Y[i] = X[i+1, 0] - X[i, 0:1]\nexport Y",
+    "boolean": "Aunt(x,z) = Sister(x,y) Parent(y,z)\nexport Aunt",
+    "const": "W[i,j] = const([[1,2],[3,4]])\nY[i] = W[i,j] X[j]\nexport Y",
+    "projections": "M[i] max= A[i,j]\nN[i] avg= A[i,j]\nD[i] = A[i,i]\nexport M, N, D",
+    "structured": "Y[i] = X[i] > 0 ? X[i] : 0.5 * X[i]\nZ[i] = reduce(max, j) A[i,j]\nexport Y, Z",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_TRIP_PROGRAMS))
+def test_fuse_opt_round_trip(
+    work: Path, capsys: pytest.CaptureFixture[str], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """.fuse -> MLIR text; fuse-opt on that text prints it back identically, in both forms."""
+    (work / "p.fuse").write_text(ROUND_TRIP_PROGRAMS[name])
+    rc, custom, err = run_opt(capsys, "p.fuse")
+    assert rc == 0, err
+    assert custom == Program.from_file("p.fuse").to_mlir()
+    rc, generic, err = run_opt(capsys, "p.fuse", "--print-op-generic")
+    assert rc == 0, err
+    (work / "c.mlir").write_text(custom)
+    (work / "g.mlir").write_text(generic)
+    assert run_opt(capsys, "c.mlir") == (0, custom, "")
+    assert run_opt(capsys, "c.mlir", "--print-op-generic") == (0, generic, "")
+    assert run_opt(capsys, "g.mlir", "--print-op-generic") == (0, generic, "")
+    assert run_opt(capsys, "g.mlir") == (0, custom, "")  # generic -> custom
+    monkeypatch.setattr(sys, "stdin", io.StringIO(generic))  # stdin: sniffed as MLIR
+    assert run_opt(capsys) == (0, custom, "")
+
+
+def test_fuse_opt_stdin_fuse(work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(MATVEC))
+    rc, out, err = run_opt(capsys, "-")
+    assert rc == 0, err
+    assert "te.contract" in out and '"<stdin>:' in out
+
+
+def test_fuse_opt_output_file(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_opt(capsys, "matvec.fuse", "-o", "m.mlir")
+    assert (rc, out, err) == (0, "", "")
+    assert (work / "m.mlir").read_text() == Program.from_file("matvec.fuse").to_mlir()
+
+
+def test_fuse_opt_input_format_override(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "m.txt").write_text(Program.from_file("matvec.fuse").to_mlir())
+    (work / "p.txt").write_text(MATVEC)
+    assert run_opt(capsys, "m.txt")[0] == 0  # sniffed
+    assert run_opt(capsys, "p.txt")[0] == 0  # sniffed
+    assert run_opt(capsys, "p.txt", "--input-format=fuse")[0] == 0
+    rc, out, err = run_opt(capsys, "p.txt", "--input-format=mlir")
+    assert_user_error(rc, out, err)
+    assert err.startswith("p.txt:1:1: error:")
+
+
+def test_fuse_opt_input_dtype(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_opt(capsys, "matvec.fuse", "--input-dtype", "X=float32", "--input-dtype", "W=float32")
+    assert rc == 0, err
+    assert "tensor<?x?xf32>" in out and "f64" not in out
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("X", "expected NAME=DTYPE"),
+        ("X=floot32", "not a supported dtype"),
+        ("X=complex128", "not a supported dtype"),
+        ("X=object", "not a supported dtype"),
+        ("Q=float32", "unknown input Q"),
+    ],
+)
+def test_fuse_opt_bad_input_dtype(work: Path, capsys: pytest.CaptureFixture[str], spec: str, message: str) -> None:
+    rc, out, err = run_opt(capsys, "matvec.fuse", "--input-dtype", spec)
+    assert_user_error(rc, out, err)
+    assert message in err
+
+
+def test_fuse_opt_input_dtype_with_mlir(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "m.mlir").write_text(Program.from_file("matvec.fuse").to_mlir())
+    rc, out, err = run_opt(capsys, "m.mlir", "--input-dtype", "X=float32")
+    assert_user_error(rc, out, err)
+
+
+MLIR_OK = """\
+builtin.module {
+  %0 = te.input "X" {indices = ["i"]} : tensor<?xf64>
+  %1 = te.contract %0, %0 {operand_indices = [["i"], ["i"]], indices = [], projection = "sum"} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
+  te.export %1 {names = ["S"]} : tensor<f64>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where", "message"),
+    [
+        ("%0, %0 {", "%0 %0 {", "3:23", "Expected ':'"),
+        ("te.contract", "te.contrakt", "3:8", "unknown operation 'te.contrakt'"),
+        ("te.contract %0, %0", "te.contract %0, %9", "3:24", "use of undefined value %9"),
+        ('projection = "sum"', "projection = 3", "3:3", "should be of base attribute string"),
+        ('indices = ["i"]}', 'indices = ["i", "j"]}', "2:3", "te.input: result has rank 1 but 2 index names"),
+        ("\n}\n", "\n", "5:1", "unexpected end of file in block definition"),
+    ],
+)
+def test_fuse_opt_mlir_errors_are_located(
+    work: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, where: str, message: str
+) -> None:
+    text = MLIR_OK.replace(old, new, 1)
+    assert text != MLIR_OK
+    (work / "bad.mlir").write_text(text)
+    rc, out, err = run_opt(capsys, "bad.mlir")
+    assert_user_error(rc, out, err)
+    first = err.splitlines()[0]
+    assert first.startswith(f"bad.mlir:{where}: error: "), err
+    assert message in first
+    line = int(where.split(":")[0])
+    if line <= len(text.splitlines()):
+        shown, caret = err.splitlines()[1:3]
+        assert shown.strip() == text.splitlines()[line - 1].strip()
+        assert caret.strip().startswith("^")
+
+
+def test_fuse_opt_fuse_error(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "bad.fuse").write_text("Y[i] = W[i,j] X[j\n")
+    rc, out, err = run_opt(capsys, "bad.fuse")
+    assert_user_error(rc, out, err)
+    assert err.startswith("bad.fuse:")
+
+
+def test_fuse_opt_missing_file(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_opt(capsys, "nope.mlir")
+    assert_user_error(rc, out, err)
+    assert err.strip() == "error: cannot read 'nope.mlir': no such file"
+
+
+def test_fuse_opt_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_opt(capsys, "--emit=llvm")
+    assert_user_error(rc, out, err)
+    assert "usage: fuse-opt" in err
+
+
+def test_fuse_opt_version(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_opt(capsys, "--version")
+    assert rc == 0 and out.startswith("fuse-opt ")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("builtin.module {\n}", True),
+        ('"builtin.module"() ({\n}) : () -> ()', True),
+        ("// comment\n\nmodule {\n}", True),
+        ("module attributes {x} {\n}", True),
+        ('%0 = "te.input"() : () -> f32', True),
+        ("Y[i] = W[i,j] X[j]", False),
+        ("module[i] = X[i]", False),
+        ("# comment\nmodule_x = 1", False),
+        ('"out/y.npy" = Y[i]', False),
+        ("", False),
+    ],
+)
+def test_looks_like_mlir(text: str, expected: bool) -> None:
+    assert fuse_opt.looks_like_mlir(text) is expected
