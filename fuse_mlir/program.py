@@ -169,9 +169,7 @@ class Runner:
         missing = [n for n in specs if n not in inputs]
         if missing:
             spec = specs[missing[0]]
-            raise FuseRuntimeError(
-                f"missing input{'s' * (len(missing) > 1)} {', '.join(missing)}", spec.loc
-            )
+            raise FuseRuntimeError(f"missing input{'s' * (len(missing) > 1)} {', '.join(missing)}", spec.loc)
         out: dict[str, np.ndarray] = {}
         for name, value in inputs.items():
             arr = np.asarray(value)
@@ -181,9 +179,7 @@ class Runner:
                 raise FuseRuntimeError(f"input {name} has unsupported dtype {arr.dtype}", specs[name].loc)
             rank = specs[name].rank
             if arr.ndim != rank:
-                raise FuseRuntimeError(
-                    f"input {name} must have rank {rank} but has shape {arr.shape}", specs[name].loc
-                )
+                raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", specs[name].loc)
             out[name] = np.ascontiguousarray(arr)
         return out
 

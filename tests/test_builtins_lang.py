@@ -35,8 +35,10 @@ ELEMENTWISE = [
         "gelu_grad",
         "gelu_grad(X[i,j])",
         X,
-        lambda x: 0.5 * (1 + np.tanh(c * (x + 0.044715 * x**3)))
-        + 0.5 * x * (1 - np.tanh(c * (x + 0.044715 * x**3)) ** 2) * c * (1 + 3 * 0.044715 * x**2),
+        lambda x: (
+            0.5 * (1 + np.tanh(c * (x + 0.044715 * x**3)))
+            + 0.5 * x * (1 - np.tanh(c * (x + 0.044715 * x**3)) ** 2) * c * (1 + 3 * 0.044715 * x**2)
+        ),
     ),
     ("exp", "exp(X[i,j])", X, np.exp),
     ("log", "log(X[i,j])", P, np.log),
@@ -71,11 +73,27 @@ def test_integer_inputs_to_float_builtins_give_float64():
 AXIS = [
     ("softmax", "Y[i,j.] = softmax(X[i,j])", lambda: softmax(X, 1)),
     ("softmax axis=i", "Y[i,j] = softmax(X[i,j], axis=i)", lambda: softmax(X, 0)),
-    ("masked_softmax", "Y[i,j.] = masked_softmax(X[i,j], M[i,j])", lambda: np.where(M, softmax(np.where(M, X, -np.inf), 1), 0)),
+    (
+        "masked_softmax",
+        "Y[i,j.] = masked_softmax(X[i,j], M[i,j])",
+        lambda: np.where(M, softmax(np.where(M, X, -np.inf), 1), 0),
+    ),
     ("softmax_grad", "Y[i,j.] = softmax_grad(S[i,j], G[i,j])", None),
-    ("lnorm", "Y[i,j.] = lnorm(X[i,j])", lambda: (X - X.mean(1, keepdims=True)) / np.sqrt(X.var(1, keepdims=True) + 1e-5)),
-    ("layernorm eps", "Y[i,j.] = layernorm(X[i,j], eps=0.1)", lambda: (X - X.mean(1, keepdims=True)) / np.sqrt(X.var(1, keepdims=True) + 0.1)),
-    ("layer_norm", "Y[i,j.] = layer_norm(X[i,j])", lambda: (X - X.mean(1, keepdims=True)) / np.sqrt(X.var(1, keepdims=True) + 1e-5)),
+    (
+        "lnorm",
+        "Y[i,j.] = lnorm(X[i,j])",
+        lambda: (X - X.mean(1, keepdims=True)) / np.sqrt(X.var(1, keepdims=True) + 1e-5),
+    ),
+    (
+        "layernorm eps",
+        "Y[i,j.] = layernorm(X[i,j], eps=0.1)",
+        lambda: (X - X.mean(1, keepdims=True)) / np.sqrt(X.var(1, keepdims=True) + 0.1),
+    ),
+    (
+        "layer_norm",
+        "Y[i,j.] = layer_norm(X[i,j])",
+        lambda: (X - X.mean(1, keepdims=True)) / np.sqrt(X.var(1, keepdims=True) + 1e-5),
+    ),
     ("logsumexp", "Y[i] = logsumexp(X[i,j])", lambda: np.log(np.exp(X).sum(1))),
     ("max axis", "Y[j] = max(X[i,j], axis=i)", lambda: X.max(0)),
     ("min axis", "Y[i] = min(X[i,j], axis=j)", lambda: X.min(1)),
@@ -86,8 +104,11 @@ AXIS = [
     ("concat flatten", "Y[k] = concat(X[i,j])", lambda: X.reshape(-1)),
     ("causal_mask", "Y[p,q] = causal_mask(4)", lambda: np.tril(np.ones((4, 4)))),
     ("const", "Y[i] = const([1.5, 2.5])", lambda: np.array([1.5, 2.5])),
-    ("case builtin", "Y[i,j] = case(X[i,j] > 1, 1, X[i,j] < -1, -1, 0)",
-     lambda: np.where(X > 1, 1, np.where(X < -1, -1, 0))),
+    (
+        "case builtin",
+        "Y[i,j] = case(X[i,j] > 1, 1, X[i,j] < -1, -1, 0)",
+        lambda: np.where(X > 1, 1, np.where(X < -1, -1, 0)),
+    ),
     ("select", "Y[i,j] = select(M[i,j], X[i,j], -X[i,j])", lambda: np.where(M, X, -X)),
     ("even", "Y[j] = even(j) sum(X[i,j], axis=i)", lambda: X.sum(0) * (np.arange(5) % 2 == 0)),
     ("odd", "Y[i,j] = odd(i) X[i,j]", lambda: X * (np.arange(3) % 2 == 1)[:, None]),
@@ -139,7 +160,9 @@ class TestBlocks:
         explicit = one(
             "S[b,p,p'] = Q[b,p,d] K[b,p',d] / sqrt(3)\nA[b,p,p'.] = softmax(S[b,p,p'])\n"
             "Y[b,p,d] = A[b,p,p'] V[b,p',d]\nexport Y",
-            Q=q, K=k, V=v,
+            Q=q,
+            K=k,
+            V=v,
         )
         np.testing.assert_allclose(got, explicit, rtol=1e-12)
 

@@ -313,7 +313,10 @@ def test_unknown_backend(work: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "unknown backend 'nope'" in err
 
 
-@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["run"], ["run", "matvec.fuse", "--bogus"]])
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["frobnicate"], ["run"], ["run", "matvec.fuse", "--bogus"], ["run", "matvec.fuse", "--json", "-o", "r.npz"]],
+)
 def test_usage_errors(work: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     rc, out, err = run_fuse(capsys, *argv)
     assert_user_error(rc, out, err)

@@ -56,7 +56,7 @@ def test_error_is_located(src, fragment, line, col):
 
 
 def test_conflicting_constant_extents_name_both_places():
-    err = compile_error('W[i,j] = const([[1,2,3]])\nX[j] = const([1,2,3,4])\nY[i] = W[i,j] X[j]')
+    err = compile_error("W[i,j] = const([[1,2,3]])\nX[j] = const([1,2,3,4])\nY[i] = W[i,j] X[j]")
     text = str(err)
     assert "note:" in text and text.count("^") == 2
 

@@ -58,7 +58,9 @@ def test_missing_source_is_located(tmp_path):
 
 
 def test_sinks_write_under_the_output_root(tmp_path):
-    prog = Program('"out/y.npy" = Y[i]\n"out/t.json" = Y[i] Y[i]\n"all.npz" = concat(Y[i], Y[i], axis=i)\nY[i] = V[i] + 1')
+    prog = Program(
+        '"out/y.npy" = Y[i]\n"out/t.json" = Y[i] Y[i]\n"all.npz" = concat(Y[i], Y[i], axis=i)\nY[i] = V[i] + 1'
+    )
     prog.compile(out_root=tmp_path)(V=np.arange(3.0))
     np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), [1, 2, 3])
     assert json.loads((tmp_path / "out" / "t.json").read_text()) == [1.0, 4.0, 9.0]  # a sink keeps its free indices
@@ -73,8 +75,13 @@ def test_sink_escaping_the_root_is_refused(tmp_path):
 
 
 def test_import_brings_fns_with_a_prefix(tmp_path):
-    write(tmp_path / "lib" / "linalg.fuse", "fn dot(a[x], b[x]) -> s { s = a[x] b[x] }\nfn sq(a[x]) -> t { t[x] = a[x] a[x] }")
-    prog = write(tmp_path / "p.fuse", 'import "lib/linalg.fuse" as la\nY[i] = la::dot(X[i,k], B[k])\nZ[k] = la::sq(B[k])')
+    write(
+        tmp_path / "lib" / "linalg.fuse",
+        "fn dot(a[x], b[x]) -> s { s = a[x] b[x] }\nfn sq(a[x]) -> t { t[x] = a[x] a[x] }",
+    )
+    prog = write(
+        tmp_path / "p.fuse", 'import "lib/linalg.fuse" as la\nY[i] = la::dot(X[i,k], B[k])\nZ[k] = la::sq(B[k])'
+    )
     x, b = np.arange(6.0).reshape(2, 3), np.array([1.0, 2.0, 3.0])
     out = Program.from_file(prog).compile()(X=x, B=b)
     np.testing.assert_allclose(out["Y"], x @ b)

@@ -37,7 +37,12 @@ CASES = [
     ("broadcast row bias", "H[b,h] = X[b,h] + B[h]", dict(X=X, B=B), lambda: X + B),
     ("broadcast, other order", "H[b,h] = B[h] + X[b,h]", dict(X=X, B=B), lambda: X + B),
     ("broadcast column", "H[b,h] = X[b,h] + C[b]", dict(X=X, C=C), lambda: X + C[:, None]),
-    ("broadcast-only index from elsewhere", "Z[b,h] = C[b]\nW[h] = B[h]\nexport W, Z", dict(C=C, B=B), lambda: np.tile(C[:, None], 4)),
+    (
+        "broadcast-only index from elsewhere",
+        "Z[b,h] = C[b]\nW[h] = B[h]\nexport W, Z",
+        dict(C=C, B=B),
+        lambda: np.tile(C[:, None], 4),
+    ),
     ("outer product", "O[i,j] = C[i] B[j]", dict(C=C, B=B), lambda: np.outer(C, B)),
     # duplicates and groups
     ("duplicate terms count twice", "A2[i] = X[i,j] + X[i,j]", dict(X=X), lambda: 2 * X.sum(1)),
@@ -59,14 +64,24 @@ CASES = [
     ("call keeps sibling factor index", "Y[i] = exp(X[i,j]) B[j]", dict(X=X, B=B), lambda: np.exp(X) @ B),
     ("logsumexp along last", "L[r] = logsumexp(X[r,c])", dict(X=X), lambda: np.log(np.exp(X).sum(1))),
     ("logsumexp axis=", "L[c] = logsumexp(X[r,c], axis=r)", dict(X=X), lambda: np.log(np.exp(X).sum(0))),
-    ("softmax dotted axis", "Y[p, q.] = softmax(X[p,q])", dict(X=X), lambda: np.exp(X) / np.exp(X).sum(1, keepdims=True)),
+    (
+        "softmax dotted axis",
+        "Y[p, q.] = softmax(X[p,q])",
+        dict(X=X),
+        lambda: np.exp(X) / np.exp(X).sum(1, keepdims=True),
+    ),
     ("softmax dotted first axis", "Y[p., q] = softmax(X[p,q])", dict(X=X), lambda: np.exp(X) / np.exp(X).sum(0)),
     ("softmax integer axis", "Y[p, q] = softmax(X[p,q], axis=0)", dict(X=X), lambda: np.exp(X) / np.exp(X).sum(0)),
     # numeric index, offsets, slices
     ("numeric select", "Y[d] = X[0, d]", dict(X=X), lambda: X[0]),
     ("numeric select last", "Y[b] = X[b, 3]", dict(X=X), lambda: X[:, 3]),
     ("numeric write", "W[1, h] = B[h]", dict(B=B), lambda: np.stack([np.zeros(4), B])),
-    ("numeric writes in a group", "W[0, h] = B[h]\nW[2, h] = B[h] B[h]", dict(B=B), lambda: np.stack([B, 0 * B, B * B])),
+    (
+        "numeric writes in a group",
+        "W[0, h] = B[h]\nW[2, h] = B[h] B[h]",
+        dict(B=B),
+        lambda: np.stack([B, 0 * B, B * B]),
+    ),
     ("offset +1 zero-fills the end", "Y[i,j] = X[i, j+1]", dict(X=X), lambda: np.pad(X[:, 1:], ((0, 0), (0, 1)))),
     ("offset -1 zero-fills the start", "Y[i,j] = X[i, j-1]", dict(X=X), lambda: np.pad(X[:, :-1], ((0, 0), (1, 0)))),
     ("difference with offset", "D[j] = B[j+1] - B[j]", dict(B=B), lambda: np.append(B[1:], 0) - B),
@@ -78,16 +93,24 @@ CASES = [
     ("even mask", "E[i] = even(i) C[i]", dict(C=C), lambda: C * (np.arange(3) % 2 == 0)),
     ("odd mask", "E[j] = odd(j) B[j]", dict(B=B), lambda: B * (np.arange(4) % 2 == 1)),
     ("when guard", "Y[i] when M[i] = V[i]", dict(M=np.array([1.0, 0, 1]), V=C), lambda: C * [1, 0, 1]),
-    ("when guard per term", "Y[i] when M[i] = X[i,j] + C[i]", dict(M=np.array([1.0, 0, 1]), X=X, C=C),
-     lambda: (X.sum(1) + C) * [1, 0, 1]),
+    (
+        "when guard per term",
+        "Y[i] when M[i] = X[i,j] + C[i]",
+        dict(M=np.array([1.0, 0, 1]), X=X, C=C),
+        lambda: (X.sum(1) + C) * [1, 0, 1],
+    ),
     # structured operators
     ("division and power", "Y[i] = X[i,j] / 2 ** 2", dict(X=X), lambda: X.sum(1) / 4),
     ("power right-assoc", "Y = 2 ** 3 ** 2", {}, lambda: 2.0**9),
     ("unary minus", "Y[i] = -C[i]", dict(C=C), lambda: -C),
     ("ternary", "Y[i,j] = X[i,j] > 0 ? X[i,j] : -X[i,j]", dict(X=X), lambda: np.abs(X)),
     ("select", "Y[i,j] = select(X[i,j] > 0, X[i,j], 0)", dict(X=X), lambda: np.maximum(X, 0)),
-    ("case", "Y[i] = case { C[i] > 0.5 -> 1.0; C[i] < -0.5 -> -1.0; default -> 0.0 }", dict(C=C),
-     lambda: np.where(C > 0.5, 1.0, np.where(C < -0.5, -1.0, 0.0))),
+    (
+        "case",
+        "Y[i] = case { C[i] > 0.5 -> 1.0; C[i] < -0.5 -> -1.0; default -> 0.0 }",
+        dict(C=C),
+        lambda: np.where(C > 0.5, 1.0, np.where(C < -0.5, -1.0, 0.0)),
+    ),
     ("logic", "Y[i] = (C[i] > 0) && !(C[i] > 1) || C[i] == 0", dict(C=C), lambda: ((C > 0) & ~(C > 1)) | (C == 0)),
     ("reduce max", "Y[i] = reduce(max, j) X[i,j]", dict(X=X), lambda: X.max(1)),
     ("reduce sum inside a max projection", "Y max= reduce(sum, j) X[i,j]", dict(X=X), lambda: X.sum(1).max()),
@@ -99,23 +122,51 @@ CASES = [
     ("axis declaration", "axis k = 5\nY[k] = 1", {}, lambda: np.ones(5)),
     ("let", "let T[i] = C[i] C[i]\nY = T[i]", dict(C=C), lambda: C @ C),
     ("block", "{ T[i] = C[i]\nU[i] = T[i] T[i] }", dict(C=C), lambda: C * C),
-    ("fn dot with batch index", "fn dot(a[x], b[x]) -> s { s = a[x] b[x] }\nY[i] = dot(X[i,k], B[k])",
-     dict(X=X, B=B), lambda: X @ B),
-    ("fn with two body equations", "fn sq(a[x]) -> s { t[x] = a[x] a[x]\ns = t[x] }\nY = sq(B[k])",
-     dict(B=B), lambda: B @ B),
-    ("fn matvec", "fn mv(W[i,j], v[j]) -> y { y[i] = W[i,j] v[j] }\nZ[r] = mv(X[r,c], B[c])",
-     dict(X=X, B=B), lambda: X @ B),
+    (
+        "fn dot with batch index",
+        "fn dot(a[x], b[x]) -> s { s = a[x] b[x] }\nY[i] = dot(X[i,k], B[k])",
+        dict(X=X, B=B),
+        lambda: X @ B,
+    ),
+    (
+        "fn with two body equations",
+        "fn sq(a[x]) -> s { t[x] = a[x] a[x]\ns = t[x] }\nY = sq(B[k])",
+        dict(B=B),
+        lambda: B @ B,
+    ),
+    (
+        "fn matvec",
+        "fn mv(W[i,j], v[j]) -> y { y[i] = W[i,j] v[j] }\nZ[r] = mv(X[r,c], B[c])",
+        dict(X=X, B=B),
+        lambda: X @ B,
+    ),
     # boolean tensors
-    ("boolean join", "Aunt(x,z) = Sister(x,y) Parent(y,z)", dict(Sister=np.eye(3), Parent=np.ones((3, 3))),
-     lambda: np.ones((3, 3))),
-    ("boolean OR across rules", "R(x,y) = E(x,y)\nR(x,z) = E(x,y) E(y,z)",
-     dict(E=np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=np.int8)),
-     lambda: np.array([[0, 1, 1], [0, 0, 1], [0, 0, 0]])),
-    ("boolean join counts do not overflow", "R(x,z) = E(x,y) E(y,z)", dict(E=np.ones((300, 300), dtype=np.int8)),
-     lambda: np.ones((300, 300))),
+    (
+        "boolean join",
+        "Aunt(x,z) = Sister(x,y) Parent(y,z)",
+        dict(Sister=np.eye(3), Parent=np.ones((3, 3))),
+        lambda: np.ones((3, 3)),
+    ),
+    (
+        "boolean OR across rules",
+        "R(x,y) = E(x,y)\nR(x,z) = E(x,y) E(y,z)",
+        dict(E=np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=np.int8)),
+        lambda: np.array([[0, 1, 1], [0, 0, 1], [0, 0, 0]]),
+    ),
+    (
+        "boolean join counts do not overflow",
+        "R(x,z) = E(x,y) E(y,z)",
+        dict(E=np.ones((300, 300), dtype=np.int8)),
+        lambda: np.ones((300, 300)),
+    ),
     ("step", "Y[i] = step(C[i])", dict(C=C), lambda: (C > 0).astype(np.int8)),
     # gathers
-    ("embedding gather", "E[t,d] = Table[Tok[t], d]", dict(Table=X, Tok=np.array([2, 0, 1, 1])), lambda: X[[2, 0, 1, 1]]),
+    (
+        "embedding gather",
+        "E[t,d] = Table[Tok[t], d]",
+        dict(Table=X, Tok=np.array([2, 0, 1, 1])),
+        lambda: X[[2, 0, 1, 1]],
+    ),
     ("gather sum", "S = B[Idx[n]]", dict(B=B, Idx=np.array([3, 3, 0])), lambda: B[[3, 3, 0]].sum()),
     ("gather of expression", "S[n] = B[Idx[n] + 1]", dict(B=B, Idx=np.array([0, 2])), lambda: B[[1, 3]]),
     # constructors
@@ -123,8 +174,18 @@ CASES = [
     ("causal mask sized by use", "M[p,q] = causal_mask()\nS[p,q] = A[p,q] M[p,q]", dict(A=A), lambda: np.tril(A)),
     ("const literal", "K[i,j] = const([[1,2],[3,4]])", {}, lambda: np.array([[1, 2], [3, 4]])),
     ("concat", "Y[i,j] = concat(X[i,j], X[i,j], axis=j)", dict(X=X), lambda: np.concatenate([X, X], 1)),
-    ("concat of different extents", "Y[j] = concat(B[j], C[j], axis=j)", dict(B=B, C=C), lambda: np.concatenate([B, C])),
-    ("flatten", "Y[b,k] = concat(Z[b,i,j])", dict(Z=np.arange(24.0).reshape(2, 3, 4)), lambda: np.arange(24.0).reshape(2, 12)),
+    (
+        "concat of different extents",
+        "Y[j] = concat(B[j], C[j], axis=j)",
+        dict(B=B, C=C),
+        lambda: np.concatenate([B, C]),
+    ),
+    (
+        "flatten",
+        "Y[b,k] = concat(Z[b,i,j])",
+        dict(Z=np.arange(24.0).reshape(2, 3, 4)),
+        lambda: np.arange(24.0).reshape(2, 12),
+    ),
     # functions (non-axis)
     ("max of two", "Y[i,j] = max(X[i,j], 0)", dict(X=X), lambda: np.maximum(X, 0)),
     ("min of two", "Y[i,j] = min(X[i,j], C[i])", dict(X=X, C=C), lambda: np.minimum(X, C[:, None])),
@@ -162,8 +223,14 @@ def test_zero_and_one_extents():
 class TestTypes:
     def test_float32_stays_float32(self):
         x = X.astype(np.float32)
-        for src in ["Y[i,j] = 2 X[i,j]", "Y[i] = X[i,j]", "Y[i,j] = exp(X[i,j])", "Y[p,q.] = softmax(X[p,q])",
-                    "Y[i] avg= X[i,j]", "Y[i,j] = X[i,j] / 3"]:
+        for src in [
+            "Y[i,j] = 2 X[i,j]",
+            "Y[i] = X[i,j]",
+            "Y[i,j] = exp(X[i,j])",
+            "Y[p,q.] = softmax(X[p,q])",
+            "Y[i] avg= X[i,j]",
+            "Y[i,j] = X[i,j] / 3",
+        ]:
             assert one(src, X=x).dtype == np.float32, src
 
     def test_int_inputs(self):

@@ -50,13 +50,14 @@ def build_parser() -> ArgumentParser:
         default="reference",
         help=f"the backend to run on (default: reference; known: {', '.join(BACKENDS)})",
     )
-    run.add_argument(
+    shown = run.add_mutually_exclusive_group()
+    shown.add_argument(
         "--out", "-o", metavar="PATH", help="save the exports to PATH (.npy for one export, .npz, or .json)"
     )
+    shown.add_argument("--json", action="store_true", help="print the exports as JSON")
     run.add_argument(
         "--out-root", metavar="DIR", help="the folder that the program's sinks write under (default: current folder)"
     )
-    run.add_argument("--json", action="store_true", help="print the exports as JSON")
 
     explain = sub.add_parser("explain", help="show each equation's joined, projected and broadcast indices")
     explain.add_argument("program", help="the .fuse file ('-' reads stdin)")

@@ -35,8 +35,6 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -49,6 +47,8 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
@@ -470,9 +470,7 @@ class AccessOp(NamedOp):
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(),)
-    assembly_format = (
-        "$source `[` $gathers `]` `(` $extents `)` attr-dict `:` type($source) `[` type($gathers) `]` `->` type($result)"
-    )
+    assembly_format = "$source `[` $gathers `]` `(` $extents `)` attr-dict `:` type($source) `[` type($gathers) `]` `->` type($result)"
 
     def __init__(
         self,
@@ -492,9 +490,7 @@ class AccessOp(NamedOp):
         }
         if loc:
             attrs["loc"] = StringAttr(loc)
-        super().__init__(
-            operands=[source, list(gathers), list(extents)], result_types=[result_type], attributes=attrs
-        )
+        super().__init__(operands=[source, list(gathers), list(extents)], result_types=[result_type], attributes=attrs)
 
     def verify_(self) -> None:
         axes = names_of(self.axes)
@@ -636,7 +632,12 @@ class ReduceOp(NamedOp):
     assembly_format = "$kind $input attr-dict `:` functional-type($input, results)"
 
     def __init__(
-        self, kind: str, input: SSAValue, operand_indices: Sequence[str], indices: Sequence[str], result_type: TensorType
+        self,
+        kind: str,
+        input: SSAValue,
+        operand_indices: Sequence[str],
+        indices: Sequence[str],
+        result_type: TensorType,
     ):
         super().__init__(
             operands=[input],
@@ -749,7 +750,9 @@ class FlattenOp(NamedOp):
     traits = traits_def(Pure())
     assembly_format = "$input attr-dict `:` functional-type($input, results)"
 
-    def __init__(self, input: SSAValue, operand_indices: Sequence[str], indices: Sequence[str], result_type: TensorType):
+    def __init__(
+        self, input: SSAValue, operand_indices: Sequence[str], indices: Sequence[str], result_type: TensorType
+    ):
         super().__init__(
             operands=[input],
             result_types=[result_type],

@@ -195,9 +195,7 @@ class Paren:
     loc: Loc
 
 
-Expr = (
-    Number | String | Bool | ListLit | DictLit | TensorRef | Call | BinOp | UnaryOp | Ternary | Case | Reduce | Paren
-)
+Expr = Number | String | Bool | ListLit | DictLit | TensorRef | Call | BinOp | UnaryOp | Ternary | Case | Reduce | Paren
 
 # --------------------------------------------------------------------------
 # Statements

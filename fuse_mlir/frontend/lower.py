@@ -229,7 +229,11 @@ class Lowerer:
 
         for spec in inputs:
             op = self.emit(
-                te.InputOp(spec.name, self._canon_names(spec.name, spec.rank), te.tensor_type(spec.dtype, [te.DYNAMIC] * spec.rank))
+                te.InputOp(
+                    spec.name,
+                    self._canon_names(spec.name, spec.rank),
+                    te.tensor_type(spec.dtype, [te.DYNAMIC] * spec.rank),
+                )
             )
             self.values[spec.name] = TV(op.results[0], self._canon_names(spec.name, spec.rank))
         for name, s in sources.items():
@@ -430,7 +434,11 @@ class Lowerer:
                     key = local(eq, item.text, Where(item.text, text, item.loc))
                     dims.add_def(
                         key,
-                        DimDef("derived", ("slice", tkey, item.start, item.stop, item.step), Where(item.text, text, item.loc)),
+                        DimDef(
+                            "derived",
+                            ("slice", tkey, item.start, item.stop, item.step),
+                            Where(item.text, text, item.loc),
+                        ),
                     )
                     if ref.name in input_names:
                         dims.add_def(tkey, DimDef("input", (ref.name, k), Where(f"axis {k}", text, item.loc)))
@@ -441,9 +449,7 @@ class Lowerer:
             for eid, eq in eqs:
                 self.eq_id = eid
                 lhs = eq.lhs
-                self.dotted = next(
-                    (i.name for i in lhs.indices or () if isinstance(i, A.IndexName) and i.dotted), None
-                )
+                self.dotted = next((i.name for i in lhs.indices or () if isinstance(i, A.IndexName) and i.dotted), None)
                 lhs_names = [i.name for i in lhs.indices or () if isinstance(i, A.IndexName)]
                 rhs = self._prepare_rhs(eq, eid, lhs_names, local)
                 self.rhs[eid] = rhs
@@ -460,9 +466,7 @@ class Lowerer:
                             raise FuseError("a position written on the left must be non-negative", item.loc)
                         numeric_axes.setdefault((name, k), []).append(item.value)
                     else:
-                        raise FuseError(
-                            "the left-hand side takes index names and numeric positions only", item.loc
-                        )
+                        raise FuseError("the left-hand side takes index names and numeric positions only", item.loc)
                 seen = [i.name for i in lhs.indices or () if isinstance(i, A.IndexName)]
                 if len(set(seen)) != len(seen):
                     raise FuseError("an index name may appear only once on the left-hand side", lhs.loc)
@@ -649,7 +653,13 @@ class Lowerer:
                 shape = [self._static_axis(name, k) for k in range(len(items))]
                 op = self.emit(
                     te.PlaceOp(
-                        tv.value, extents, positions, tv.names, out_names, te.tensor_type(tv.dtype, shape), lhs.loc.encode()
+                        tv.value,
+                        extents,
+                        positions,
+                        tv.names,
+                        out_names,
+                        te.tensor_type(tv.dtype, shape),
+                        lhs.loc.encode(),
                     )
                 )
                 tv = TV(op.results[0], tuple(out_names))
@@ -698,7 +708,9 @@ class Lowerer:
             raise FuseError(f"internal: indices {extra} left unprojected")
         new = [n for n in names if n not in tv.names]
         op = self.emit(
-            te.BroadcastOp(tv.value, [self.extent(self.L(n)) for n in new], tv.names, names, self.ttype(tv.dtype, names))
+            te.BroadcastOp(
+                tv.value, [self.extent(self.L(n)) for n in new], tv.names, names, self.ttype(tv.dtype, names)
+            )
         )
         return TV(op.results[0], names)
 
@@ -765,7 +777,9 @@ class Lowerer:
                 names.setdefault(n, None)
         out = list(names)
         dtype = dt.map_dtype(fn, [t.dtype for t in ops], params or {})
-        op = self.emit(te.MapOp(fn, [t.value for t in ops], [t.names for t in ops], out, self.ttype(dtype, out), params))
+        op = self.emit(
+            te.MapOp(fn, [t.value for t in ops], [t.names for t in ops], out, self.ttype(dtype, out), params)
+        )
         return TV(op.results[0], tuple(out))
 
     def lower_factor(self, f: A.Expr, proj: str, needed: set[str]) -> Val:
@@ -976,7 +990,9 @@ class Lowerer:
             out = list(names)
             dtype = dt.axis_dtype(b.name, [v.dtype for v in vals])
             op = self.emit(
-                te.AxisOp(b.name, axis, [v.value for v in vals], [v.names for v in vals], out, self.ttype(dtype, out), params)
+                te.AxisOp(
+                    b.name, axis, [v.value for v in vals], [v.names for v in vals], out, self.ttype(dtype, out), params
+                )
             )
             return TV(op.results[0], tuple(out))
         if b.kind is bi.Kind.INDEX_FN:
@@ -1058,7 +1074,9 @@ class Lowerer:
             if kd != d:
                 raise FuseError(f"attention: query feature {d} and key feature {kd} must be the same index", call.loc)
             if vs != ks:
-                raise FuseError(f"attention: key sequence {ks} and value sequence {vs} must be the same index", call.loc)
+                raise FuseError(
+                    f"attention: key sequence {ks} and value sequence {vs} must be the same index", call.loc
+                )
             if qs == ks:
                 raise FuseError("attention: query and key sequence indices must differ (write p and p')", call.loc)
             batch = [n for n in q.names[:-2]]

@@ -160,6 +160,7 @@ def _call_free_indices(call: A.Call) -> list[str]:
 # The resolver
 # --------------------------------------------------------------------------
 
+
 class Resolver:
     """Walks a parsed module (and its imports) and produces a :class:`Resolved` program."""
 
@@ -269,9 +270,7 @@ class Resolver:
 
     def _declare_const(self, name: str, value: object, loc: Loc) -> None:
         if name in self.consts:
-            raise FuseError(
-                f"'{name}' is declared twice", loc, [("first declared here", self.consts[name][1])]
-            )
+            raise FuseError(f"'{name}' is declared twice", loc, [("first declared here", self.consts[name][1])])
         self.consts[name] = (value, loc)
 
     def _import(self, path: str, prefix: str, loc: Loc, base_dir: Path) -> None:
@@ -426,9 +425,7 @@ class Resolver:
                 if b.min_args == b.max_args
                 else (f"at least {b.min_args}" if b.max_args < 0 else f"{b.min_args} to {b.max_args}")
             )
-            raise FuseError(
-                f"{b.name}() takes {want} argument{'s' if want != '1' else ''}, got {n}", call.loc
-            )
+            raise FuseError(f"{b.name}() takes {want} argument{'s' if want != '1' else ''}, got {n}", call.loc)
         for key, value in call.kwargs:
             if key not in b.kwargs:
                 allowed = ", ".join(b.kwargs) or "none"
@@ -554,12 +551,15 @@ class Resolver:
                 case A.TensorRef(indices=idx) if idx is not None:
                     return replace(x, indices=tuple(_rename_item(i, local, sub) for i in idx))
                 case A.Reduce(indices=idx, body=body):
-                    return replace(
-                        x, indices=tuple(replace(i, name=local(i.name)) for i in idx), body=sub(body)
-                    )
+                    return replace(x, indices=tuple(replace(i, name=local(i.name)) for i in idx), body=sub(body))
                 case A.Call(args=cargs, kwargs=kw):
                     new_kw = tuple(
-                        (k, A.TensorRef(local(v.name), None, v.loc) if k == "axis" and isinstance(v, A.TensorRef) else sub(v))
+                        (
+                            k,
+                            A.TensorRef(local(v.name), None, v.loc)
+                            if k == "axis" and isinstance(v, A.TensorRef)
+                            else sub(v),
+                        )
                         for k, v in kw
                     )
                     b = bi.lookup(x.name)
@@ -627,11 +627,18 @@ def rename_indices(e: A.Expr, mapping: dict[str, str]) -> A.Expr:
                 b = bi.lookup(x.name)
                 idx_fn = b is not None and b.kind is bi.Kind.INDEX_FN
                 new_args = tuple(
-                    A.TensorRef(r(a.name), None, a.loc) if idx_fn and isinstance(a, A.TensorRef) and a.indices is None else f(a)
+                    A.TensorRef(r(a.name), None, a.loc)
+                    if idx_fn and isinstance(a, A.TensorRef) and a.indices is None
+                    else f(a)
                     for a in args
                 )
                 new_kw = tuple(
-                    (k, A.TensorRef(r(v.name), None, v.loc) if k == "axis" and isinstance(v, A.TensorRef) and v.indices is None else f(v))
+                    (
+                        k,
+                        A.TensorRef(r(v.name), None, v.loc)
+                        if k == "axis" and isinstance(v, A.TensorRef) and v.indices is None
+                        else f(v),
+                    )
                     for k, v in kw
                 )
                 return replace(x, args=new_args, kwargs=new_kw)

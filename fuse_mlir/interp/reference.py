@@ -186,9 +186,7 @@ class Interpreter:
                 bad = (g < 0) | (g >= n)
                 if np.any(bad):
                     first = g[bad].flat[0]
-                    raise FuseRuntimeError(
-                        f"gathered index {first} is out of range for axis {k} (extent {n})", loc
-                    )
+                    raise FuseRuntimeError(f"gathered index {first} is out of range for axis {k} (extent {n})", loc)
                 idx.append(align(g.astype(np.intp), gnames[val], out))
         if src.size == 0 or 0 in shape:
             return np.zeros(shape, dtype=src.dtype)
@@ -214,7 +212,11 @@ class Interpreter:
         if proj == "sum" or (proj == "mean"):
             letters = {n: string.ascii_letters[k] for k, n in enumerate(allnames)}
             spec = ",".join("".join(letters[n] for n in ns) for ns in names) + "->" + "".join(letters[n] for n in out)
-            work = dtype if proj == "sum" else np.result_type(*[a.dtype for a in arrays], np.float64 if dtype.kind != "f" else dtype)
+            work = (
+                dtype
+                if proj == "sum"
+                else np.result_type(*[a.dtype for a in arrays], np.float64 if dtype.kind != "f" else dtype)
+            )
             res = np.einsum(spec, *[a.astype(work, copy=False) for a in arrays], optimize=len(arrays) > 2)
             if proj == "mean":
                 count = int(np.prod([ext[n] for n in allnames if n not in out]))
@@ -273,7 +275,12 @@ class Interpreter:
         args = self._full(op.inputs, te.names_of_each(op.operand_indices), out)
         axis = out.index(op.axis.data)
         params = te.params_of(op.params)
-        fn = {"softmax": nb.softmax, "masked_softmax": nb.masked_softmax, "softmax_grad": nb.softmax_grad, "lnorm": nb.lnorm}
+        fn = {
+            "softmax": nb.softmax,
+            "masked_softmax": nb.masked_softmax,
+            "softmax_grad": nb.softmax_grad,
+            "lnorm": nb.lnorm,
+        }
         return np.asarray(fn[op.fn.data](*args, axis=axis, **params), dtype=te.dtype_of(op.result))
 
     def concat(self, op: te.ConcatOp) -> np.ndarray:
@@ -286,7 +293,9 @@ class Interpreter:
             arrays.append(align(self.get(v), ns, out))
         pos = out.index(axis)
         # Broadcast every other axis to a common extent before joining.
-        common = list(np.broadcast_shapes(*[tuple(1 if k == pos else s for k, s in enumerate(a.shape)) for a in arrays]))
+        common = list(
+            np.broadcast_shapes(*[tuple(1 if k == pos else s for k, s in enumerate(a.shape)) for a in arrays])
+        )
         full = []
         for a in arrays:
             shape = list(common)
@@ -344,8 +353,12 @@ class Interpreter:
             mask = align(arrays[3], names[3], [*batch, qs, ks]) if len(arrays) > 3 else None
             dtype = te.dtype_of(op.outputs[0])
             res = nb.attention(
-                qa.astype(dtype, copy=False), ka.astype(dtype, copy=False), va.astype(dtype, copy=False),
-                mask=mask, scale=params.get("scale"), causal=bool(params.get("causal", False)),
+                qa.astype(dtype, copy=False),
+                ka.astype(dtype, copy=False),
+                va.astype(dtype, copy=False),
+                mask=mask,
+                scale=params.get("scale"),
+                causal=bool(params.get("causal", False)),
             )
             shape = [*np.broadcast_shapes(qa.shape[:-2], ka.shape[:-2], va.shape[:-2]), qa.shape[-2], va.shape[-1]]
             return np.asarray(np.broadcast_to(res, shape), dtype=dtype)
