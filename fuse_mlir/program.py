@@ -58,6 +58,8 @@ class Program:
             text = p.read_text()
         except OSError as e:
             raise FuseError(f"cannot read program '{path}': {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise FuseError(f"cannot read program '{path}': not UTF-8 text ({e.reason} at byte {e.start})") from None
         return cls(text, str(p), p.parent)
 
     # -- lowering ----------------------------------------------------------
@@ -180,7 +182,7 @@ class Runner:
             rank = specs[name].rank
             if arr.ndim != rank:
                 raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", specs[name].loc)
-            out[name] = np.ascontiguousarray(arr)
+            out[name] = np.require(arr, requirements="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
         return out
 
 
