@@ -225,7 +225,6 @@ def _factor(tensors: dict[str, tuple[str, ...]], names: list[str], extents: dict
         if kind == "literal":
             return Factor("literal", value=draw(st.sampled_from([0.5, 2.0, -1.0, 3.0])))
         name = draw(st.sampled_from(sorted(tensors)))
-        rank = len(tensors[name])
         # Rename the tensor's axes: usually its own names, sometimes others (a transpose or a diagonal).
         if draw(st.booleans()):
             idx = tensors[name]
