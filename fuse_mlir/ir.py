@@ -22,9 +22,17 @@ from fuse_mlir.dialects.tensor_eq import TensorEq
 
 
 def make_context() -> Context:
-    """A fresh xDSL context with the builtin, arith and ``te`` dialects loaded."""
+    """A fresh xDSL context with every dialect of every level loaded (te, ew, loop, and the upstream ones)."""
+    from xdsl.dialects.cf import Cf
+    from xdsl.dialects.func import Func
+    from xdsl.dialects.llvm import LLVM
+    from xdsl.dialects.math import Math
+
+    from fuse_mlir.dialects.elemwise import Elemwise
+    from fuse_mlir.dialects.loop import Loop
+
     ctx = Context()
-    for dialect in (Builtin, Arith, TensorEq):
+    for dialect in (Builtin, Arith, Math, Func, Cf, LLVM, TensorEq, Elemwise, Loop):
         ctx.load_dialect(dialect)
     return ctx
 

@@ -1,0 +1,311 @@
+"""The ``ew`` (elemwise) dialect: positional tensor kernels with scalar bodies, like linalg.generic.
+
+A module at this level keeps tensor_eq's boundary and extent ops (``te.input``,
+``te.dim``, ``te.check_dim``, ``te.export``, ...) and expresses all
+computation as:
+
+- ``ew.generic``: a loop nest over an iteration space of ``len(extents)``
+  dims, each ``parallel`` or ``reduction``. Each mapped input reads one
+  element per iteration point (``maps[k][a]`` is the iteration dim of its axis
+  a; broadcasting is a dim the input lacks). Each *table* input is passed
+  whole and read inside the body with ``ew.extract`` at computed positions
+  (gathers, offsets, slices, concat). The body computes one scalar
+  (``ew.yield``); reduction dims combine it with ``kind``. The result is a
+  tensor over the parallel dims, in order.
+- ``ew.contract``: a sum-of-products of two float tensors kept whole so the
+  loop level can call BLAS (gemm/gemv, batched).
+- ``ew.host_call``: a builtin run by the runtime on NumPy (``tucker_dense``,
+  ``topk``): rare, shape-static, and not worth native code.
+
+Body-only ops: ``ew.index`` (the current iteration index of a dim),
+``ew.extract`` (read a table; out-of-range is a run-time error carrying a
+message and source location when ``check`` is set), ``ew.yield``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    IndexType,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    attr_def,
+    irdl_op_definition,
+    lazy_traits_def,
+    operand_def,
+    opt_attr_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.traits import HasParent, IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from fuse_mlir.dialects.tensor_eq import params_attr
+
+ITERATORS = ("parallel", "reduction")
+KINDS = ("none", "sum", "prod", "max", "min", "any")
+
+
+def int_array(values: Sequence[int]) -> ArrayAttr[IntegerAttr]:
+    return ArrayAttr([IntegerAttr(v, i64) for v in values])
+
+
+def ints_of(attr: ArrayAttr) -> tuple[int, ...]:
+    return tuple(a.value.data for a in attr.data)  # type: ignore[attr-defined]
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends a generic body with the scalar it computes."""
+
+    name = "ew.yield"
+    value = operand_def()
+    traits = lazy_traits_def(lambda: (IsTerminator(), HasParent(GenericOp)))
+    assembly_format = "$value attr-dict `:` type($value)"
+
+    def __init__(self, value: SSAValue):
+        super().__init__(operands=[value])
+
+
+@irdl_op_definition
+class IndexOp(IRDLOperation):
+    """The current iteration index of dim ``dim`` inside a generic body."""
+
+    name = "ew.index"
+    dim = attr_def(IntegerAttr)
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "$dim attr-dict"
+
+    def __init__(self, dim: int):
+        super().__init__(attributes={"dim": IntegerAttr(dim, i64)}, result_types=[IndexType()])
+
+
+@irdl_op_definition
+class ExtractOp(IRDLOperation):
+    """Read one element of a table (a whole-tensor block argument) at computed positions.
+
+    With ``check`` set, a position outside the table is a run-time error whose
+    message is ``check`` (formatted with the position and extent) at ``loc``;
+    without it the caller guarantees the positions are in range.
+    """
+
+    name = "ew.extract"
+    table = operand_def(TensorType)
+    positions = var_operand_def(IndexType)
+    check = opt_attr_def(StringAttr)
+    loc = opt_attr_def(StringAttr)
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$table `[` $positions `]` attr-dict `:` type($table) `->` type($result)"
+
+    def __init__(self, table: SSAValue, positions: Sequence[SSAValue], check: str = "", loc: str = ""):
+        t = table.type
+        assert isinstance(t, TensorType)
+        attrs: dict[str, Attribute] = {}
+        if check:
+            attrs["check"] = StringAttr(check)
+        if loc:
+            attrs["loc"] = StringAttr(loc)
+        super().__init__(operands=[table, list(positions)], result_types=[t.element_type], attributes=attrs)
+
+    def verify_(self) -> None:
+        t = self.table.type
+        assert isinstance(t, TensorType)
+        if len(self.positions) != t.get_num_dims():
+            raise VerifyException(f"ew.extract: {len(self.positions)} positions for a rank-{t.get_num_dims()} table")
+
+
+@irdl_op_definition
+class GenericOp(IRDLOperation):
+    """A loop nest with a scalar body; see the module docstring."""
+
+    name = "ew.generic"
+    inputs = var_operand_def(TensorType)
+    tables = var_operand_def(TensorType)
+    extents = var_operand_def(IndexType)
+    maps = attr_def(ArrayAttr[ArrayAttr[IntegerAttr]])
+    iterators = attr_def(ArrayAttr[StringAttr])
+    kind = attr_def(StringAttr)
+    loc = opt_attr_def(StringAttr)
+    body = region_def("single_block")
+    result = result_def(TensorType)
+    irdl_options = (AttrSizedOperandSegments(),)
+    traits = traits_def(Pure())
+    assembly_format = (
+        "`ins` `(` $inputs `:` type($inputs) `)` `tables` `(` $tables `:` type($tables) `)` "
+        "`extents` `(` $extents `)` attr-dict-with-keyword `->` type($result) $body"
+    )
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue],
+        tables: Sequence[SSAValue],
+        extents: Sequence[SSAValue],
+        maps: Sequence[Sequence[int]],
+        iterators: Sequence[str],
+        kind: str,
+        body: Region,
+        result_type: TensorType,
+        loc: str = "",
+    ):
+        attrs: dict[str, Attribute] = {
+            "maps": ArrayAttr([int_array(m) for m in maps]),
+            "iterators": ArrayAttr([StringAttr(i) for i in iterators]),
+            "kind": StringAttr(kind),
+        }
+        if loc:
+            attrs["loc"] = StringAttr(loc)
+        super().__init__(
+            operands=[list(inputs), list(tables), list(extents)],
+            result_types=[result_type],
+            attributes=attrs,
+            regions=[body],
+        )
+
+    def map_list(self) -> list[tuple[int, ...]]:
+        return [ints_of(m) for m in self.maps.data]
+
+    def iterator_list(self) -> list[str]:
+        return [s.data for s in self.iterators.data]
+
+    def parallel_dims(self) -> list[int]:
+        return [d for d, it in enumerate(self.iterator_list()) if it == "parallel"]
+
+    def verify_(self) -> None:
+        its = self.iterator_list()
+        n = len(its)
+        if any(i not in ITERATORS for i in its):
+            raise VerifyException(f"ew.generic: iterators must be parallel or reduction, got {its}")
+        if len(self.extents) != n:
+            raise VerifyException(f"ew.generic: {n} iteration dims but {len(self.extents)} extents")
+        if self.kind.data not in KINDS:
+            raise VerifyException(f"ew.generic: unknown reduction kind {self.kind.data!r}")
+        has_red = "reduction" in its
+        if has_red == (self.kind.data == "none"):
+            raise VerifyException("ew.generic: a reduction kind is needed exactly when a dim is a reduction")
+        maps = self.map_list()
+        if len(maps) != len(self.inputs):
+            raise VerifyException(f"ew.generic: {len(self.inputs)} inputs but {len(maps)} maps")
+        for k, (v, m) in enumerate(zip(self.inputs, maps)):
+            t = v.type
+            assert isinstance(t, TensorType)
+            if t.get_num_dims() != len(m):
+                raise VerifyException(f"ew.generic: input #{k} has rank {t.get_num_dims()} but its map is {list(m)}")
+            if any(not 0 <= d < n for d in m) or len(set(m)) != len(m):
+                raise VerifyException(f"ew.generic: input #{k} map {list(m)} must name distinct dims below {n}")
+        out = self.result.type
+        assert isinstance(out, TensorType)
+        if out.get_num_dims() != len(self.parallel_dims()):
+            raise VerifyException(
+                f"ew.generic: the result has rank {out.get_num_dims()} but there are "
+                f"{len(self.parallel_dims())} parallel dims"
+            )
+        block = self.body.block
+        want = [v.type.element_type for v in self.inputs] + [v.type for v in self.tables]  # type: ignore[attr-defined]
+        got = [a.type for a in block.args]
+        if got != want:
+            raise VerifyException(f"ew.generic: body arguments {got} should be {want} (input elements, then tables)")
+        term = block.last_op
+        if not isinstance(term, YieldOp):
+            raise VerifyException("ew.generic: the body must end with ew.yield")
+        if term.value.type != out.element_type:
+            raise VerifyException(f"ew.generic: body yields {term.value.type} but the result holds {out.element_type}")
+
+    @staticmethod
+    def make_body(
+        inputs: Sequence[SSAValue], tables: Sequence[SSAValue]
+    ) -> tuple[Region, Block]:
+        """An empty body block with the right arguments, for builders."""
+        types = [v.type.element_type for v in inputs] + [v.type for v in tables]  # type: ignore[attr-defined]
+        block = Block(arg_types=types)
+        return Region(block), block
+
+
+@irdl_op_definition
+class ContractOp(IRDLOperation):
+    """``result[out] = sum over the rest of lhs[maps[0]] * rhs[maps[1]]``, kept whole for BLAS.
+
+    ``maps`` give each operand's iteration dims; the result holds the dims in
+    ``out`` in that order; ``extents`` size every iteration dim.
+    """
+
+    name = "ew.contract"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    extents = var_operand_def(IndexType)
+    maps = attr_def(ArrayAttr[ArrayAttr[IntegerAttr]])
+    out = attr_def(ArrayAttr[IntegerAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$lhs `,` $rhs `extents` `(` $extents `)` attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+
+    def __init__(
+        self,
+        lhs: SSAValue,
+        rhs: SSAValue,
+        extents: Sequence[SSAValue],
+        maps: Sequence[Sequence[int]],
+        out: Sequence[int],
+        result_type: TensorType,
+    ):
+        super().__init__(
+            operands=[lhs, rhs, list(extents)],
+            result_types=[result_type],
+            attributes={"maps": ArrayAttr([int_array(m) for m in maps]), "out": int_array(out)},
+        )
+
+    def verify_(self) -> None:
+        maps = [ints_of(m) for m in self.maps.data]
+        n = len(self.extents)
+        if len(maps) != 2:
+            raise VerifyException("ew.contract: two maps expected")
+        for v, m in zip((self.lhs, self.rhs), maps):
+            if v.type.get_num_dims() != len(m) or any(not 0 <= d < n for d in m):  # type: ignore[attr-defined]
+                raise VerifyException(f"ew.contract: map {list(m)} does not fit {v.type}")
+        out = ints_of(self.out)
+        if self.result.type.get_num_dims() != len(out):  # type: ignore[attr-defined]
+            raise VerifyException("ew.contract: result rank differs from `out`")
+        et = {self.lhs.type.element_type, self.rhs.type.element_type, self.result.type.element_type}  # type: ignore[attr-defined]
+        if len(et) != 1:
+            raise VerifyException("ew.contract: operands and result must share one float element type")
+
+
+@irdl_op_definition
+class HostCallOp(IRDLOperation):
+    """A builtin the runtime evaluates with the reference NumPy kernels (``tucker_dense``, ``topk``)."""
+
+    name = "ew.host_call"
+    inputs = var_operand_def(TensorType)
+    fn = attr_def(StringAttr)
+    params = opt_attr_def(DictionaryAttr)
+    outputs = var_result_def(TensorType)
+    assembly_format = "$fn $inputs attr-dict `:` functional-type($inputs, results)"
+
+    def __init__(
+        self,
+        fn: str,
+        inputs: Sequence[SSAValue],
+        result_types: Sequence[TensorType],
+        params: dict[str, object] | None = None,
+    ):
+        attrs: dict[str, Attribute] = {"fn": StringAttr(fn)}
+        if params:
+            attrs["params"] = params_attr(params)
+        super().__init__(operands=[list(inputs)], result_types=[list(result_types)], attributes=attrs)
+
+
+Elemwise = Dialect("ew", [GenericOp, ContractOp, HostCallOp, YieldOp, IndexOp, ExtractOp], [])
