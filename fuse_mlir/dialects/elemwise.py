@@ -31,6 +31,7 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     IndexType,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     i64,
@@ -57,6 +58,13 @@ from fuse_mlir.dialects.tensor_eq import params_attr
 
 ITERATORS = ("parallel", "reduction")
 KINDS = ("none", "sum", "prod", "max", "min", "any")
+
+
+def signless(t: Attribute) -> Attribute:
+    """Scalars in bodies are signless (arith's rule); unsigned-ness lives in the ops (extui, cmpi ult, ...)."""
+    if isinstance(t, IntegerType):
+        return IntegerType(t.width.data)
+    return t
 
 
 def int_array(values: Sequence[int]) -> ArrayAttr[IntegerAttr]:
@@ -120,7 +128,7 @@ class ExtractOp(IRDLOperation):
             attrs["check"] = StringAttr(check)
         if loc:
             attrs["loc"] = StringAttr(loc)
-        super().__init__(operands=[table, list(positions)], result_types=[t.element_type], attributes=attrs)
+        super().__init__(operands=[table, list(positions)], result_types=[signless(t.element_type)], attributes=attrs)
 
     def verify_(self) -> None:
         t = self.table.type
@@ -215,22 +223,20 @@ class GenericOp(IRDLOperation):
                 f"{len(self.parallel_dims())} parallel dims"
             )
         block = self.body.block
-        want = [v.type.element_type for v in self.inputs] + [v.type for v in self.tables]  # type: ignore[attr-defined]
+        want = [signless(v.type.element_type) for v in self.inputs] + [v.type for v in self.tables]  # type: ignore[attr-defined]
         got = [a.type for a in block.args]
         if got != want:
             raise VerifyException(f"ew.generic: body arguments {got} should be {want} (input elements, then tables)")
         term = block.last_op
         if not isinstance(term, YieldOp):
             raise VerifyException("ew.generic: the body must end with ew.yield")
-        if term.value.type != out.element_type:
+        if term.value.type != signless(out.element_type):
             raise VerifyException(f"ew.generic: body yields {term.value.type} but the result holds {out.element_type}")
 
     @staticmethod
-    def make_body(
-        inputs: Sequence[SSAValue], tables: Sequence[SSAValue]
-    ) -> tuple[Region, Block]:
+    def make_body(inputs: Sequence[SSAValue], tables: Sequence[SSAValue]) -> tuple[Region, Block]:
         """An empty body block with the right arguments, for builders."""
-        types = [v.type.element_type for v in inputs] + [v.type for v in tables]  # type: ignore[attr-defined]
+        types = [signless(v.type.element_type) for v in inputs] + [v.type for v in tables]  # type: ignore[attr-defined]
         block = Block(arg_types=types)
         return Region(block), block
 
@@ -251,7 +257,9 @@ class ContractOp(IRDLOperation):
     out = attr_def(ArrayAttr[IntegerAttr])
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = "$lhs `,` $rhs `extents` `(` $extents `)` attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+    assembly_format = (
+        "$lhs `,` $rhs `extents` `(` $extents `)` attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+    )
 
     def __init__(
         self,

@@ -424,22 +424,39 @@ class SliceLenOp(IRDLOperation):
             raise VerifyException("te.slice_len: slice step cannot be zero")
 
 
+CHECK_PREDICATES = {"eq": lambda a, b: a == b, "lt": lambda a, b: a < b}
+
+
 @irdl_op_definition
 class CheckDimOp(IRDLOperation):
-    """Assert two extents are equal before anything runs; ``message`` says where each came from."""
+    """Assert ``lhs == rhs`` (or ``lhs < rhs`` with ``predicate = "lt"``) on extents before anything runs.
+
+    ``message`` is a template with ``{0}``/``{1}`` for the two values, saying
+    where each came from.
+    """
 
     name = "te.check_dim"
     lhs = operand_def(IndexType)
     rhs = operand_def(IndexType)
     message = attr_def(StringAttr)
+    predicate = opt_attr_def(StringAttr)
     loc = opt_attr_def(StringAttr)
     assembly_format = "$lhs `,` $rhs attr-dict"
 
-    def __init__(self, lhs: SSAValue, rhs: SSAValue, message: str, loc: str = ""):
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, message: str, loc: str = "", predicate: str = "eq"):
         attrs: dict[str, Attribute] = {"message": StringAttr(message)}
+        if predicate != "eq":
+            attrs["predicate"] = StringAttr(predicate)
         if loc:
             attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[lhs, rhs], attributes=attrs)
+
+    def predicate_name(self) -> str:
+        return self.predicate.data if self.predicate else "eq"
+
+    def verify_(self) -> None:
+        if self.predicate_name() not in CHECK_PREDICATES:
+            raise VerifyException(f"te.check_dim: unknown predicate {self.predicate_name()!r}")
 
 
 # --------------------------------------------------------------------------

@@ -650,6 +650,16 @@ class Lowerer:
                 positions = [i.value if isinstance(i, A.IndexNumber) else -1 for i in items]
                 out_names = [i.name if isinstance(i, A.IndexName) else f"#{k}" for k, i in enumerate(items)]
                 extents = [self.extent(("T", name, k)) for k, i in enumerate(items) if isinstance(i, A.IndexNumber)]
+                for k, i in enumerate(items):
+                    static = self.dims.static_extent(("T", name, k))
+                    if isinstance(i, A.IndexNumber) and static is not None and i.value >= static:
+                        raise FuseError(
+                            f"position {i.value} is outside axis {k} of {name}, whose extent is {static}", i.loc
+                        )
+                    if isinstance(i, A.IndexNumber) and static is None:
+                        pos = self.emit(arith.ConstantOp(IntegerAttr(i.value, IndexType()))).results[0]
+                        msg = f"position {{0}} is outside axis {k} of {name}, whose extent is {{1}}"
+                        self.emit(te.CheckDimOp(pos, self.extent(("T", name, k)), msg, i.loc.encode(), "lt"))
                 shape = [self._static_axis(name, k) for k in range(len(items))]
                 op = self.emit(
                     te.PlaceOp(

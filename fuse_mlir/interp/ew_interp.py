@@ -1,0 +1,304 @@
+"""A NumPy interpreter for the elemwise level, to test the tensor_eq → elemwise lowering on its own.
+
+Each ``ew.generic`` body is evaluated once, vectorised over the whole
+iteration space: inputs are broadcast views aligned to the iteration dims,
+``ew.index`` is an ``arange`` along its dim, ``ew.extract`` is fancy indexing
+(with the op's range check), and arith/math ops are their NumPy ufuncs with
+the IR's element types. Boundary and extent ops reuse the reference
+interpreter's handlers.
+"""
+
+from __future__ import annotations
+
+import string
+import warnings
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import (
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    ModuleOp,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from fuse_mlir.diagnostics import FuseRuntimeError, Loc
+from fuse_mlir.dialects import elemwise as ew
+from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.interp import numpy_builtins as nb
+from fuse_mlir.interp.reference import _HANDLERS, Interpreter, RunResult
+
+
+def np_scalar_type(t: Attribute) -> np.dtype:
+    """The NumPy dtype standing for a (signless) scalar type."""
+    if isinstance(t, IndexType):
+        return np.dtype(np.int64)
+    if isinstance(t, IntegerType):
+        w = t.width.data
+        return np.dtype(bool) if w == 1 else np.dtype(f"int{w}")
+    if isinstance(t, Float64Type):
+        return np.dtype(np.float64)
+    if isinstance(t, Float32Type):
+        return np.dtype(np.float32)
+    if isinstance(t, Float16Type):
+        return np.dtype(np.float16)
+    raise TypeError(f"no NumPy scalar for {t}")
+
+
+def _unsigned(a: np.ndarray) -> np.ndarray:
+    return a.view(a.dtype.str.replace("i", "u")) if a.dtype.kind == "i" else a
+
+
+_CMPF = {
+    "oeq": np.equal,
+    "ogt": np.greater,
+    "oge": np.greater_equal,
+    "olt": np.less,
+    "ole": np.less_equal,
+    "one": lambda a, b: np.not_equal(a, b) & ~np.isnan(a) & ~np.isnan(b),
+    "une": np.not_equal,
+    "ueq": lambda a, b: np.equal(a, b) | np.isnan(a) | np.isnan(b),
+    "ord": lambda a, b: ~np.isnan(a) & ~np.isnan(b),
+    "uno": lambda a, b: np.isnan(a) | np.isnan(b),
+    "ugt": lambda a, b: ~np.less_equal(a, b),
+    "uge": lambda a, b: ~np.less(a, b),
+    "ult": lambda a, b: ~np.greater_equal(a, b),
+    "ule": lambda a, b: ~np.greater(a, b),
+}
+_CMPI = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "slt": np.less,
+    "sle": np.less_equal,
+    "sgt": np.greater,
+    "sge": np.greater_equal,
+}
+
+
+class EwInterpreter(Interpreter):
+    """The reference interpreter plus the elemwise ops."""
+
+    def generic(self, op: ew.GenericOp) -> np.ndarray:
+        ext = [int(self.get(e)) for e in op.extents]
+        nd = len(ext)
+        its = op.iterator_list()
+        local: dict[SSAValue, Any] = {}
+        block = op.body.block
+        for arg, v, m in zip(block.args, op.inputs, op.map_list()):
+            arr = self.get(v)
+            order = sorted(range(len(m)), key=lambda a: m[a])
+            view = np.transpose(arr, order)
+            shape = [1] * nd
+            for a in order:
+                shape[m[a]] = arr.shape[a]
+            local[arg] = (
+                view.reshape(shape).view(view.dtype.str.replace("u", "i"))
+                if view.dtype.kind == "u"
+                else view.reshape(shape)
+            )
+        for arg, t in zip(block.args[len(op.inputs) :], op.tables):
+            local[arg] = self.get(t)
+        value = self._body(op, block, local, ext)
+        full = np.broadcast_to(value, ext)
+        red = tuple(d for d, it in enumerate(its) if it == "reduction")
+        dtype = te.dtype_of(op.result)
+        if red:
+            kind = op.kind.data
+            if kind == "any":
+                res = np.any(full != 0, axis=red).astype(np.int8)
+            else:
+                res = nb.reduce(full, red, kind)
+        else:
+            res = full
+        return np.array(res).astype(dtype)
+
+    def _body(self, op: ew.GenericOp, block, local: dict, ext: list[int]) -> Any:
+        nd = len(ext)
+
+        def val(v: SSAValue) -> Any:
+            return local[v] if v in local else self.get(v)
+
+        for inner in block.ops:
+            if isinstance(inner, ew.YieldOp):
+                return val(inner.value)
+            if isinstance(inner, ew.IndexOp):
+                d = inner.dim.value.data
+                shape = [1] * nd
+                shape[d] = ext[d]
+                local[inner.results[0]] = np.arange(ext[d], dtype=np.int64).reshape(shape)
+                continue
+            if isinstance(inner, ew.ExtractOp):
+                table = val(inner.table)
+                pos = [np.asarray(val(p), dtype=np.int64) for p in inner.positions]
+                if inner.check is not None:
+                    for k, p in enumerate(pos):
+                        bad = (p < 0) | (p >= table.shape[k])
+                        if np.any(bad):
+                            first = int(np.broadcast_to(p, bad.shape)[bad].flat[0])
+                            loc = Loc.decode(inner.loc.data) if inner.loc and inner.loc.data else None
+                            raise FuseRuntimeError(inner.check.data.format(first, table.shape[k]), loc)
+                if table.size == 0:
+                    local[inner.results[0]] = np.zeros(np.broadcast_shapes(*[p.shape for p in pos]), table.dtype)
+                else:
+                    clipped = [np.clip(p, 0, max(table.shape[k] - 1, 0)) for k, p in enumerate(pos)]
+                    got = table[tuple(clipped)]
+                    local[inner.results[0]] = (
+                        got.view(got.dtype.str.replace("u", "i")) if got.dtype.kind == "u" else got
+                    )
+                continue
+            if isinstance(inner, te.DimOp):
+                local[inner.results[0]] = val(inner.source).shape[inner.axis.value.data]
+                continue
+            local[inner.results[0]] = _scalar_op(inner, [val(o) for o in inner.operands])
+        raise AssertionError("generic body without ew.yield")
+
+    def contract(self, op: ew.ContractOp) -> np.ndarray:  # type: ignore[override]
+        a, b = self.get(op.lhs), self.get(op.rhs)
+        maps = [ew.ints_of(m) for m in op.maps.data]
+        out = ew.ints_of(op.out)
+        letters = string.ascii_letters
+        spec = ",".join("".join(letters[d] for d in m) for m in maps) + "->" + "".join(letters[d] for d in out)
+        return np.asarray(np.einsum(spec, a, b), dtype=te.dtype_of(op.result))
+
+    def host_call(self, op: ew.HostCallOp) -> Any:
+        return host_call(op.fn.data, [self.get(v) for v in op.inputs], te.params_of(op.params))
+
+
+def host_call(fn: str, arrays: list[np.ndarray], params: dict[str, object]) -> Any:
+    """The builtins the runtime runs on NumPy for every backend (same code, same results)."""
+    if fn == "concat":
+        return nb.concat(arrays, int(params["axis"]))  # type: ignore[arg-type]
+    if fn == "tucker_dense":
+        return nb.tucker_dense(arrays[0], rank=params.get("rank"), threshold=float(params.get("threshold", 0.5)))  # type: ignore[arg-type]
+    if fn == "topk":
+        return nb.topk(arrays[0], int(params["k"]), axis=int(params["axis"]))  # type: ignore[arg-type]
+    raise FuseRuntimeError(f"unknown host call {fn}")
+
+
+def _scalar_op(op: Operation, args: list[Any]) -> Any:
+    rt = np_scalar_type(op.results[0].type) if op.results else None
+    if isinstance(op, arith.ConstantOp):
+        v = op.value.value.data  # type: ignore[attr-defined]
+        return np.asarray(v, dtype=rt)
+    cls = type(op)
+    simple = {
+        arith.AddfOp: np.add,
+        arith.SubfOp: np.subtract,
+        arith.MulfOp: np.multiply,
+        arith.DivfOp: np.divide,
+        arith.AddiOp: np.add,
+        arith.SubiOp: np.subtract,
+        arith.MuliOp: np.multiply,
+        arith.MaximumfOp: np.maximum,
+        arith.MinimumfOp: np.minimum,
+        arith.MaxSIOp: np.maximum,
+        arith.MinSIOp: np.minimum,
+        arith.AndIOp: np.bitwise_and,
+        arith.OrIOp: np.bitwise_or,
+        arith.XOrIOp: np.bitwise_xor,
+        arith.NegfOp: np.negative,
+        xmath.ExpOp: np.exp,
+        xmath.LogOp: np.log,
+        xmath.SqrtOp: np.sqrt,
+        xmath.TanhOp: np.tanh,
+        xmath.SinOp: np.sin,
+        xmath.CosOp: np.cos,
+        xmath.AbsFOp: np.abs,
+        xmath.PowFOp: np.power,
+        xmath.IPowIOp: np.power,
+    }
+    if cls in simple:
+        return np.asarray(simple[cls](*args)).astype(rt)
+    if cls in (arith.MaxUIOp, arith.MinUIOp, arith.DivUIOp, arith.RemUIOp):
+        f = {
+            arith.MaxUIOp: np.maximum,
+            arith.MinUIOp: np.minimum,
+            arith.DivUIOp: np.floor_divide,
+            arith.RemUIOp: np.remainder,
+        }[cls]
+        a, b = (_unsigned(np.asarray(x)) for x in args)
+        return np.asarray(f(a, b)).astype(rt)
+    if isinstance(op, arith.CmpfOp):
+        return _CMPF[_FPRED_NAMES[op.predicate.value.data]](*args)
+    if isinstance(op, arith.CmpiOp):
+        pred = _cmp_name(op)
+        if pred.startswith("u"):
+            f = {"ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal}[pred]
+            return f(*(_unsigned(np.asarray(x)) for x in args))
+        return _CMPI[pred](*args)
+    if isinstance(op, arith.SelectOp):
+        return np.where(args[0], args[1], args[2]).astype(rt)
+    if isinstance(op, arith.ExtUIOp):
+        return (
+            _unsigned(np.asarray(args[0])).astype(rt)
+            if np.asarray(args[0]).dtype != bool
+            else np.asarray(args[0]).astype(rt)
+        )
+    if isinstance(op, arith.UIToFPOp):
+        return _unsigned(np.asarray(args[0])).astype(rt)
+    if isinstance(op, arith.FPToUIOp):
+        return np.asarray(args[0]).astype(str(rt).replace("int", "uint")).astype(rt)
+    if isinstance(
+        op,
+        arith.ExtSIOp
+        | arith.TruncIOp
+        | arith.ExtFOp
+        | arith.TruncFOp
+        | arith.SIToFPOp
+        | arith.FPToSIOp
+        | arith.IndexCastOp,
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(args[0]).astype(rt)
+    raise FuseRuntimeError(f"the elemwise interpreter cannot run '{op.name}'")
+
+
+_PRED_NAMES = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
+_FPRED_NAMES = [
+    "false",
+    "oeq",
+    "ogt",
+    "oge",
+    "olt",
+    "ole",
+    "one",
+    "ord",
+    "ueq",
+    "ugt",
+    "uge",
+    "ult",
+    "ule",
+    "une",
+    "uno",
+    "true",
+]
+
+
+def _cmp_name(op: arith.CmpiOp) -> str:
+    return _PRED_NAMES[op.predicate.value.data]
+
+
+def run_ew_module(module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]) -> RunResult:
+    """Run an elemwise-level module on NumPy."""
+    interp = EwInterpreter(module, inputs, sources)
+    return interp.run()
+
+
+_EW_HANDLERS = dict(_HANDLERS)
+_EW_HANDLERS[ew.GenericOp] = EwInterpreter.generic
+_EW_HANDLERS[ew.ContractOp] = EwInterpreter.contract
+_EW_HANDLERS[ew.HostCallOp] = EwInterpreter.host_call
+_EW_HANDLERS[arith.SubiOp] = lambda self, op: self.get(op.lhs) - self.get(op.rhs)
+_EW_HANDLERS[arith.MinSIOp] = lambda self, op: min(self.get(op.lhs), self.get(op.rhs))
+_EW_HANDLERS[arith.MaxSIOp] = lambda self, op: max(self.get(op.lhs), self.get(op.rhs))
+_EW_HANDLERS[arith.RemUIOp] = lambda self, op: self.get(op.lhs) % self.get(op.rhs)
+_EW_HANDLERS[arith.DivUIOp] = lambda self, op: self.get(op.lhs) // self.get(op.rhs)
+
+
+EwInterpreter.handlers = _EW_HANDLERS
