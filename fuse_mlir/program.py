@@ -26,8 +26,6 @@ from fuse_mlir.frontend.lower import Lowered, load_sources, lower_program
 from fuse_mlir.frontend.parser import parse
 from fuse_mlir.frontend.resolve import Resolved, free_indices, resolve, split_factors, split_terms
 
-BACKENDS = ("reference",)
-
 
 def print_module(module: ModuleOp, generic: bool = False) -> str:
     """MLIR text of a module (custom format unless ``generic``)."""
@@ -84,11 +82,16 @@ class Program:
 
     # -- compile -----------------------------------------------------------
 
-    def compile(self, backend: str = "reference", *, out_root: str | Path | None = None) -> Runner:
-        """A runner for ``backend``. Sinks write under ``out_root`` (default: the current folder)."""
-        if backend not in BACKENDS:
-            raise FuseError(f"unknown backend '{backend}' (available: {', '.join(BACKENDS)})")
-        return Runner(self, backend, Path(out_root) if out_root is not None else Path.cwd())
+    def compile(self, backend: str = "reference", *, out_root: str | Path | None = None, **options: Any) -> Runner:
+        """A runner for ``backend`` (``reference`` or ``llvm``); sinks write under ``out_root`` (default: cwd).
+
+        ``options`` go to the backend (for llvm: ``strict=True`` keeps IEEE
+        evaluation order and libm calls, ``cache=False`` skips the kernel cache).
+        """
+        from fuse_mlir.backends import get_backend
+
+        executor = get_backend(backend, **options)
+        return Runner(self, backend, Path(out_root) if out_root is not None else Path.cwd(), executor)
 
     # -- explain -----------------------------------------------------------
 
@@ -140,6 +143,7 @@ class Runner:
     program: Program
     backend: str
     out_root: Path
+    executor: Any = None
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         return self.run(inputs)
@@ -149,12 +153,11 @@ class Runner:
 
     def run(self, inputs: Mapping[str, Any] | None = None, *, write_sinks: bool = True) -> dict[str, np.ndarray]:
         """Validate ``inputs``, run the program, write its sinks, and return the exports by name."""
-        from fuse_mlir.interp.reference import run_module
         from fuse_mlir.io.sinks import write_sink
 
         arrays = self._validate(dict(inputs or {}))
         lowered = self.program.lower({k: v.dtype for k, v in arrays.items()})
-        result = run_module(lowered.module, arrays, lowered.sources)
+        result = self.executor(lowered, arrays)
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)

@@ -1,0 +1,53 @@
+"""Backends: what runs a lowered program. Each maps (tensor_eq module, input arrays) to exports and sinks.
+
+``reference`` interprets tensor_eq on NumPy (the ground truth); ``llvm``
+compiles through elemwise and loop to native code. A backend is chosen by
+name in ``Program.compile(backend=...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from fuse_mlir.diagnostics import FuseError
+from fuse_mlir.frontend.lower import Lowered
+from fuse_mlir.interp.reference import RunResult
+
+
+class Executor(Protocol):
+    """Runs one lowered specialisation on validated input arrays."""
+
+    def __call__(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult: ...
+
+
+def _reference(**options: object) -> Executor:
+    from fuse_mlir.interp.reference import run_module
+
+    if options:
+        raise FuseError(f"the reference backend takes no options (got {', '.join(sorted(options))})")
+
+    def execute(lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult:
+        return run_module(lowered.module, arrays, lowered.sources)
+
+    return execute
+
+
+def _llvm(**options: object) -> Executor:
+    from fuse_mlir.backends.llvm.executor import NativeExecutor
+
+    return NativeExecutor(**options)  # type: ignore[arg-type]
+
+
+BACKENDS: dict[str, Callable[..., Executor]] = {"reference": _reference, "llvm": _llvm}
+
+
+def get_backend(name: str, **options: object) -> Executor:
+    """The executor for backend ``name`` (an unknown name is a FuseError listing the known ones)."""
+    try:
+        factory = BACKENDS[name]
+    except KeyError:
+        raise FuseError(f"unknown backend '{name}' (available: {', '.join(BACKENDS)})") from None
+    return factory(**options)
