@@ -55,8 +55,8 @@ def _gather(rng: np.random.Generator, dtype: np.dtype, small: bool) -> dict[str,
 
 
 def _contract3(rng: np.random.Generator, dtype: np.dtype, small: bool) -> dict[str, np.ndarray]:
-    i, j, k, l = (8, 4, 4, 8) if small else (256, 64, 64, 256)
-    return {"A": rng.standard_normal((i, j, k)).astype(dtype), "B": rng.standard_normal((j, k, l)).astype(dtype)}
+    i, j, k, n = (8, 4, 4, 8) if small else (256, 64, 64, 256)
+    return {"A": rng.standard_normal((i, j, k)).astype(dtype), "B": rng.standard_normal((j, k, n)).astype(dtype)}
 
 
 def _softmax(x):
