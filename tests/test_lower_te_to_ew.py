@@ -13,7 +13,8 @@ from fuse_mlir import FuseRuntimeError, Program
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.interp.ew_interp import run_ew_module
 from fuse_mlir.interp.reference import run_module
-from fuse_mlir.ir import parse_mlir
+from fuse_mlir.ir import make_context, parse_mlir
+from fuse_mlir.passes.fuse_elementwise import FuseElementwise
 from fuse_mlir.passes.lower_te_to_ew import TeToEw
 from fuse_mlir.program import print_module
 from tests.strategies import GenProgram, programs
@@ -38,6 +39,13 @@ def check(prog: Program, inputs: dict, rtol: float = 1e-12) -> None:
     for k in ref:
         assert got[k].dtype == ref[k].dtype, k
         np.testing.assert_allclose(got[k], ref[k], rtol=rtol, atol=rtol)
+    # The same after producer-consumer fusion.
+    FuseElementwise().apply(make_context(), module)
+    module.verify()
+    fused = run_ew_module(module, arrays, low.sources).exports
+    for k in ref:
+        assert fused[k].dtype == ref[k].dtype, k
+        np.testing.assert_allclose(fused[k], ref[k], rtol=rtol, atol=rtol)
 
 
 KEPT = {"te.input", "te.source", "te.constant", "te.dim", "te.slice_len", "te.check_dim", "te.sink", "te.export"}
@@ -108,3 +116,30 @@ def test_gather_out_of_range_is_located_at_the_ew_level():
     with pytest.raises(FuseRuntimeError, match="out of range") as e:
         run_ew_module(module, {"T": np.ones((3, 2)), "I": np.array([0, 5])}, {})
     assert e.value.loc is not None and e.value.loc.line == 1
+
+
+def kernels(src: str, fuse: bool) -> list[str]:
+    module = TeToEw(Program(src).lower().module.clone()).run()
+    if fuse:
+        FuseElementwise().apply(make_context(), module)
+        module.verify()
+    return [op.name for op in module.walk() if op.name.startswith("ew.") and op.parent_op() is module]
+
+
+def test_fusion_makes_one_kernel_of_a_map_chain_and_its_reduction():
+    src = "S = (exp(X[i]) Y[i] + Z[i])\nexport S"
+    assert len(kernels(src, False)) == 4
+    assert kernels(src, True) == ["ew.generic"]
+
+
+def test_fusion_keeps_values_used_twice():
+    src = "E[i] = exp(X[i])\nA[i] = E[i] + 1\nB[i] = E[i] * 2\nexport A, B"
+    assert len(kernels(src, True)) == 3
+
+
+def test_softmax_and_lnorm_keep_no_full_size_temporary():
+    for src in ["Y[r, c.] = softmax(X[r, c])\nexport Y", "Y[r, c.] = lnorm(X[r, c])\nexport Y"]:
+        module = TeToEw(Program(src).lower().module.clone()).run()
+        FuseElementwise().apply(make_context(), module)
+        full = [op for op in module.walk() if isinstance(op, ew.GenericOp) and op.result.type.get_num_dims() == 2]
+        assert len(full) == 1, src  # only the output

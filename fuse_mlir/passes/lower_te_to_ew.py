@@ -211,6 +211,10 @@ class TeToEw:
             and all(i.dtype == dtype for i in ins)
             and red
             and all(len(set(i.names)) == len(i.names) for i in ins)
+            # A matrix product: each side keeps an index the other lacks. Dots and matrix-vector
+            # products are memory-bound and better as generics that fusion can feed.
+            and any(n in out and n not in ins[1].names for n in ins[0].names)
+            and any(n in out and n not in ins[0].names for n in ins[1].names)
         ):
             dims = out + red
             c = self.emit(
@@ -329,14 +333,25 @@ class TeToEw:
         )
 
     def softmax(self, x: In, axis: str, dtype: np.dtype) -> SSAValue:
+        """Three kernels over x, no full-size temporary: row max, Σ exp(x - max), exp(x - max) / Σ.
+
+        The exponential is recomputed in the last kernel rather than stored:
+        with a vectorised exp that is cheaper than writing and re-reading a
+        temporary the size of the input.
+        """
         keep = tuple(n for n in x.names if n != axis)
         m = self.reduce(x, keep, "max", dtype)
-        e = self.elementwise(
-            [x, In(m, keep)], x.names, dtype, lambda b, a: b.unary_math("exp", b.binary("sub", a[0], a[1], dtype))
-        )
-        s = self.reduce(In(e, x.names), keep, "sum", dtype)
+        ext = self.name_extents([x])
+
+        def shifted(b: Body, a):
+            return b.unary_math("exp", b.binary("sub", a[0], a[1], dtype))
+
+        s = self.generic([x, In(m, keep)], [], keep, [axis], "sum", ext, dtype, lambda b, a, t, i: shifted(b, a))
         return self.elementwise(
-            [In(e, x.names), In(s, keep)], x.names, dtype, lambda b, a: b.binary("div", a[0], a[1], dtype)
+            [x, In(m, keep), In(s, keep)],
+            x.names,
+            dtype,
+            lambda b, a: b.binary("div", shifted(b, a[:2]), a[2], dtype),
         )
 
     def lower_AxisOp(self, op: te.AxisOp) -> SSAValue:
@@ -387,19 +402,40 @@ class TeToEw:
                 lambda b, a: b.binary("mul", a[0], b.binary("sub", a[1], a[2], dtype), dtype),
             )
         if fn == "lnorm":
+            # Two passes over x and the output, no centred temporary: x - mean is recomputed.
             eps = float(params.get("eps", 1e-5))  # type: ignore[arg-type]
             x = full[0]
-            mean = self.reduce(x, keep, "mean", dtype)
-            centred = self.elementwise(
-                [x, In(mean, keep)], names, dtype, lambda b, a: b.binary("sub", a[0], a[1], dtype)
+            mean = In(self.reduce(x, keep, "mean", dtype), keep)
+            sq = self.generic(
+                [x, mean],
+                [],
+                keep,
+                [axis],
+                "sum",
+                ext,
+                dtype,
+                lambda b, a, t, i: (lambda d: b.binary("mul", d, d, dtype))(b.binary("sub", a[0], a[1], dtype)),
             )
-            var = self.reduce(In(centred, names), keep, "mean", dtype, prep=lambda b, v: b.binary("mul", v, v, dtype))
+            count = self._count([ext[axis]])
+            var = In(
+                self.elementwise(
+                    [In(sq, keep)],
+                    keep,
+                    dtype,
+                    lambda b, a: b.binary("div", a[0], b.index_to(count, dtype), dtype),
+                    ext,
+                ),
+                keep,
+            )
             return self.elementwise(
-                [In(centred, names), In(var, keep)],
+                [x, mean, var],
                 names,
                 dtype,
                 lambda b, a: b.binary(
-                    "div", a[0], b.unary_math("sqrt", b.binary("add", a[1], b.const(eps, dtype), dtype)), dtype
+                    "div",
+                    b.binary("sub", a[0], a[1], dtype),
+                    b.unary_math("sqrt", b.binary("add", a[2], b.const(eps, dtype), dtype)),
+                    dtype,
                 ),
             )
         raise NotImplementedError(f"lower-te-to-ew: axis builtin {fn}")
