@@ -22,7 +22,8 @@ import numpy as np
 from fuse_mlir.cli.common import ArgumentParser, read_text, run_main, version_string, write_text
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.io.sources import SOURCE_EXTENSIONS, load_source
-from fuse_mlir.program import BACKENDS, Program, exports_to_json, format_exports
+from fuse_mlir.backends import BACKENDS
+from fuse_mlir.program import Program, exports_to_json, format_exports
 
 OUT_EXTENSIONS = (".npy", ".npz", ".json")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
