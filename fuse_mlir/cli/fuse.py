@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from fuse_mlir.backends import BACKENDS
 from fuse_mlir.cli.common import ArgumentParser, read_text, run_main, version_string, write_text
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.io.sources import SOURCE_EXTENSIONS, load_source
-from fuse_mlir.backends import BACKENDS
 from fuse_mlir.program import Program, exports_to_json, format_exports
 
 OUT_EXTENSIONS = (".npy", ".npz", ".json")
