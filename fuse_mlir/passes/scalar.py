@@ -133,7 +133,10 @@ class Body:
         if op == "pow":
             if f:
                 return self.add(xmath.PowFOp(a, b))
-            return self.add(xmath.IPowIOp(a, b))
+            # Integer powers go through float64: exact while the result fits in 53 bits.
+            f64 = np.dtype(np.float64)
+            r = self.add(xmath.PowFOp(self.cast(a, dtype, f64), self.cast(b, dtype, f64)))
+            return self.cast(r, f64, dtype)
         raise ValueError(op)
 
     def compare(self, op: str, a: SSAValue, b: SSAValue, dtype: np.dtype) -> SSAValue:

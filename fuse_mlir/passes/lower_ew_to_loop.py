@@ -1,0 +1,754 @@
+"""Lower elemwise to loop: tensor kernels become loop nests over buffers (docs/native-abi.md is the contract).
+
+The module's flat list of ``te``/``ew`` ops becomes one ``func.func @fuse_main()``
+built op by op in a single walk (generic bodies are cloned through a value
+map, never rewritten in place), plus the module attributes the runtime reads:
+``fuse.args``, ``fuse.results``, ``fuse.errors`` and ``fuse.host_calls``.
+
+- ``te.input`` / ``te.source`` / ``te.constant`` → ``loop.arg`` slots in order
+  of appearance (constants are slots too: their value rides in ``fuse.args``).
+- ``te.dim`` → ``loop.dim``; ``te.slice_len`` → index arithmetic (Python's
+  slice-length rule with negative indices and clamping, via ``arith.select``);
+  ``te.check_dim`` → ``arith.cmpi eq`` + ``loop.check``.
+- ``ew.generic`` → ``loop.alloc`` + a loop nest; see :meth:`EwToLoop.nest` for
+  the loop order and where accumulators live.
+- ``ew.contract`` → ``loop.gemm`` when it is a (batched) matrix product after
+  transposing operands and merging adjacent dims, else a generic-like nest.
+- ``ew.host_call`` → ``loop.host_call`` with an ``id`` into ``fuse.host_calls``.
+- ``te.export`` / ``te.sink`` → ``loop.result``: every exported value first (in
+  order), then every sink value.
+
+Booleans live in ``i8`` buffers (0/1): an ``i1`` tensor becomes an ``i8``
+memref, converted with ``cmpi ne 0`` on load and ``extui`` on store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    Signedness,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from fuse_mlir.diagnostics import FuseError
+from fuse_mlir.dialects import elemwise as ew
+from fuse_mlir.dialects.elemwise import signless
+from fuse_mlir.dialects import loop
+from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.passes.registry import register_pass
+
+I1 = IntegerType(1)
+I8 = IntegerType(8)
+INDEX = IndexType()
+
+Body = Callable[[dict[int, SSAValue]], SSAValue]
+"""Emits one iteration's scalar at the current insertion point, given the induction variable of each dim."""
+
+
+# --------------------------------------------------------------------------
+# Types and constants shared with the runtime
+# --------------------------------------------------------------------------
+
+
+def is_float(t: Attribute) -> bool:
+    return isinstance(t, Float16Type | Float32Type | Float64Type)
+
+
+def is_unsigned(t: Attribute) -> bool:
+    return isinstance(t, IntegerType) and t.signedness.data == Signedness.UNSIGNED
+
+
+def storage_type(elem: Attribute) -> Attribute:
+    """The element type a buffer holds: booleans (``i1``) are stored as ``i8`` 0/1 (the ABI)."""
+    return I8 if elem == I1 else elem
+
+
+def memref_of(t: Attribute) -> MemRefType:
+    """The buffer type of a tensor type (same shape, static extents kept)."""
+    assert isinstance(t, TensorType)
+    return MemRefType(storage_type(t.element_type), [n if n >= 0 else DYNAMIC_INDEX for n in t.get_shape()])
+
+
+def constant_entry(name: str, value: DenseIntOrFPElementsAttr) -> ArrayAttr:
+    """The ``fuse.args`` entry of a constant: ``[name, "constant", dense]``.
+
+    xDSL prints non-finite floats of a dense attribute as hex integers that it
+    then reads back as (wrong) finite numbers, so a float constant holding
+    inf/NaN is stored bit for bit as a same-width integer dense attribute,
+    with its float type as a fourth element. Read entries with :func:`constant_value`.
+    """
+    arr = te.dense_value(value)
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        bits = arr.view(np.dtype(f"i{arr.dtype.itemsize}"))
+        return ArrayAttr(
+            [StringAttr(name), StringAttr("constant"), te.dense_attr(bits), value.type.get_element_type()]
+        )
+    return ArrayAttr([StringAttr(name), StringAttr("constant"), value])
+
+
+def constant_value(entry: ArrayAttr) -> np.ndarray:
+    """The array of a ``fuse.args`` constant entry written by :func:`constant_entry`."""
+    parts = entry.data
+    assert isinstance(parts[2], DenseIntOrFPElementsAttr)
+    arr = te.dense_value(parts[2])
+    if len(parts) > 3:
+        arr = arr.view(te.np_dtype(parts[3]))
+    return arr
+
+
+# --------------------------------------------------------------------------
+# Contractions that are matrix products
+# --------------------------------------------------------------------------
+
+
+class GemmPlan:
+    """How an ``ew.contract`` maps onto ``loop.gemm``: dim groups and flags (``swap``: rhs is BLAS's A)."""
+
+    def __init__(
+        self,
+        swap: bool,
+        batch: list[int],
+        m: list[int],
+        n: list[int],
+        k: list[int],
+        trans_a: bool,
+        trans_b: bool,
+        broadcast_a: bool,
+        broadcast_b: bool,
+    ):
+        self.swap = swap
+        self.batch, self.m, self.n, self.k = batch, m, n, k
+        self.trans_a, self.trans_b = trans_a, trans_b
+        self.broadcast_a, self.broadcast_b = broadcast_a, broadcast_b
+
+
+def gemm_plan(ma: Sequence[int], mb: Sequence[int], out: Sequence[int]) -> GemmPlan | None:
+    """Match ``out[...] = sum lhs[ma] * rhs[mb]`` to ``C[b] = op(A[b]) @ op(B[b])`` over row-major buffers.
+
+    Each of M, N, K (and the batch) may be several dims when they are adjacent
+    and in the same order in every buffer they occur in (``A[i,j,k] B[j,k,l]``
+    is one GEMM with k = j·k). The batch dims lead both operands and the
+    result in the same order, or are absent from one operand (broadcast).
+    Operands may swap roles (``C = B·A`` when the result lists rhs dims first).
+    """
+    if len(set(ma)) != len(ma) or len(set(mb)) != len(mb) or len(set(out)) != len(out):
+        return None
+    for swap in (False, True):
+        am, bm = (list(mb), list(ma)) if swap else (list(ma), list(mb))
+        for nb in range(len(out) + 1):
+            batch = list(out[:nb])
+            a_has, a_none = am[:nb] == batch, not set(batch) & set(am)
+            b_has, b_none = bm[:nb] == batch, not set(batch) & set(bm)
+            if not (a_has or a_none) or not (b_has or b_none) or (nb and a_none and b_none):
+                continue
+            a_rest = am[nb:] if nb and a_has else am
+            b_rest = bm[nb:] if nb and b_has else bm
+            k = [d for d in a_rest if d in b_rest]
+            m = [d for d in a_rest if d not in b_rest]
+            n = [d for d in b_rest if d not in a_rest]
+            if list(out[nb:]) != m + n:
+                continue
+            if a_rest == m + k:
+                ta = False
+            elif a_rest == k + m:
+                ta = True
+            else:
+                continue
+            if b_rest == k + n:
+                tb = False
+            elif b_rest == n + k:
+                tb = True
+            else:
+                continue
+            return GemmPlan(swap, batch, m, n, k, ta, tb, bool(nb) and a_none, bool(nb) and b_none)
+    return None
+
+
+def outer_reduction_order(maps: Sequence[Sequence[int]], res_dims: Sequence[int], red_dims: Sequence[int]) -> bool:
+    """Whether to run the reduction loops outside the result's contiguous dim (see :meth:`EwToLoop.nest`).
+
+    True when there is a reduction and a parallel dim, no mapped input is
+    contiguous along a reduction dim, and some input is contiguous along the
+    result's last dim: the column-sum shape, where the register-accumulator
+    order would read every input with a stride in its innermost loop.
+    """
+    if not red_dims or not res_dims:
+        return False
+    lasts = [m[-1] for m in maps if len(m)]
+    if any(d in red_dims for d in lasts):
+        return False
+    return res_dims[-1] in lasts
+
+
+# --------------------------------------------------------------------------
+# The lowering
+# --------------------------------------------------------------------------
+
+
+class EwToLoop:
+    """Builds ``@fuse_main`` and the module attributes from one ew-level module; one instance per run."""
+
+    def __init__(self, module: ModuleOp):
+        self.module = module
+        self.top = Block()  # the function body
+        self.cur = self.top  # where emit() appends
+        self.const_ops: list[Operation] = []  # prepended to the function body: they dominate every use
+        self.consts: dict[tuple[Attribute, str], SSAValue] = {}
+        self.dims: dict[tuple[SSAValue, int], SSAValue] = {}
+        self.vmap: dict[SSAValue, SSAValue] = {}
+        self.args: list[Attribute] = []
+        self.exports: list[Attribute] = []
+        self.sinks: list[Attribute] = []
+        self.errors: list[Attribute] = []
+        self.host_calls: list[Attribute] = []
+        self.n_exports = sum(len(o.values) for o in module.body.block.ops if isinstance(o, te.ExportOp))
+        self.n_sinks = 0
+        self.n_consts = 0
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def emit(self, op: Operation) -> Operation:
+        self.cur.add_op(op)
+        return op
+
+    def val(self, op: Operation) -> SSAValue:
+        """Emit a one-result op and return its result."""
+        return self.emit(op).results[0]
+
+    def const(self, value: int | float, t: Attribute) -> SSAValue:
+        """A constant of type ``t``, created once at the top of the function."""
+        key = (t, float(value).hex() if is_float(t) else str(int(value)))
+        v = self.consts.get(key)
+        if v is None:
+            if is_float(t):
+                op: Operation = arith.ConstantOp(FloatAttr(float(value), t))  # type: ignore[arg-type]
+            else:
+                op = arith.ConstantOp(IntegerAttr(int(value), t))  # type: ignore[arg-type]
+            self.const_ops.append(op)
+            v = self.consts[key] = op.results[0]
+        return v
+
+    def index(self, value: int) -> SSAValue:
+        return self.const(value, INDEX)
+
+    def error(self, message: str, loc: str) -> int:
+        """A new error code for ``fuse.errors``."""
+        self.errors.append(ArrayAttr([StringAttr(message), StringAttr(loc)]))
+        return len(self.errors)
+
+    def mapped(self, v: SSAValue) -> SSAValue:
+        try:
+            return self.vmap[v]
+        except KeyError:
+            raise FuseError(f"lower-ew-to-loop: a value of type {v.type} is used before it is lowered") from None
+
+    def buffer_dim(self, buf: SSAValue, axis: int) -> SSAValue:
+        """``loop.dim`` of a top-level buffer, emitted once in the function body.
+
+        Appending to the function body is right even while a loop nest is being
+        built: the nest's outermost loop is appended only once its body is done.
+        """
+        key = (buf, axis)
+        v = self.dims.get(key)
+        if v is None:
+            op = loop.DimOp(buf, axis)
+            self.top.add_op(op)
+            v = self.dims[key] = op.results[0]
+        return v
+
+    def load(self, buf: SSAValue, pos: Sequence[SSAValue], want: Attribute) -> SSAValue:
+        """Read an element as the scalar type ``want``: signless from an unsigned buffer, ``i1`` from ``i8``."""
+        t = buf.type
+        assert isinstance(t, MemRefType)
+        if is_unsigned(t.element_type):
+            v = self.val(loop.LoadOp.create(operands=[buf, *pos], result_types=[signless(t.element_type)]))
+        else:
+            v = self.val(loop.LoadOp(buf, pos))
+        if want == I1 and v.type == I8:
+            v = self.val(arith.CmpiOp(v, self.const(0, I8), "ne"))
+        return v
+
+    def store(self, v: SSAValue, buf: SSAValue, pos: Sequence[SSAValue]) -> None:
+        t = buf.type
+        assert isinstance(t, MemRefType)
+        if v.type == I1 and t.element_type == I8:
+            v = self.val(arith.ExtUIOp(v, I8))
+        self.emit(loop.StoreOp(v, buf, pos))
+
+    def loop_for(
+        self,
+        upper: SSAValue,
+        inits: Sequence[SSAValue],
+        parallel: bool,
+        body: Callable[[SSAValue, list[SSAValue]], Sequence[SSAValue]],
+    ) -> loop.ForOp:
+        """``for iv in [0, upper)`` with carried ``inits``; ``body(iv, carried)`` returns the next carried values."""
+        region, block = loop.ForOp.make_body(inits)
+        saved, self.cur = self.cur, block
+        try:
+            nxt = list(body(block.args[0], list(block.args[1:])))
+            block.add_op(loop.YieldOp(nxt))
+        finally:
+            self.cur = saved
+        op = loop.ForOp(self.index(0), upper, self.index(1), inits, region, parallel)
+        self.emit(op)
+        return op
+
+    def product(self, values: Sequence[SSAValue]) -> SSAValue:
+        acc: SSAValue | None = None
+        for v in values:
+            acc = v if acc is None else self.val(arith.MuliOp(acc, v))
+        return acc if acc is not None else self.index(1)
+
+    # -- scalar helpers ------------------------------------------------------------
+
+    def select(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.val(arith.SelectOp(cond, a, b))
+
+    def smin(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.select(self.val(arith.CmpiOp(a, b, "slt")), a, b)
+
+    def smax(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.select(self.val(arith.CmpiOp(a, b, "sgt")), a, b)
+
+    def identity(self, kind: str, t: Attribute, unsigned: bool) -> SSAValue:
+        """The start value of a reduction accumulator of (signless) type ``t``."""
+        if kind in ("sum", "any"):
+            return self.const(0, t)
+        if kind == "prod":
+            return self.const(1, t)
+        if kind not in ("max", "min"):
+            raise FuseError(f"lower-ew-to-loop: unknown reduction kind {kind!r}")
+        if is_float(t):
+            return self.const(float("-inf") if kind == "max" else float("inf"), t)
+        assert isinstance(t, IntegerType)
+        w = t.width.data
+        if unsigned:
+            return self.const(0 if kind == "max" else -1, t)  # -1 is all ones: the largest unsigned value
+        if w == 1:
+            return self.const(0 if kind == "max" else 1, t)
+        return self.const(-(2 ** (w - 1)) if kind == "max" else 2 ** (w - 1) - 1, t)
+
+    def combine(self, kind: str, acc: SSAValue, v: SSAValue, unsigned: bool) -> SSAValue:
+        """``acc`` combined with one more value (max/min of floats propagate NaN; ``unsigned`` picks maxui/minui)."""
+        t = acc.type
+        f = is_float(t)
+        if v.type == I1 and t == I8:
+            v = self.val(arith.ExtUIOp(v, I8))
+        if kind == "sum":
+            return self.val(arith.AddfOp(acc, v) if f else arith.AddiOp(acc, v))
+        if kind == "prod":
+            return self.val(arith.MulfOp(acc, v) if f else arith.MuliOp(acc, v))
+        if kind == "max":
+            if f:
+                return self.val(arith.MaximumfOp(acc, v))
+            return self.val(arith.MaxUIOp(acc, v) if unsigned else arith.MaxSIOp(acc, v))
+        if kind == "min":
+            if f:
+                return self.val(arith.MinimumfOp(acc, v))
+            return self.val(arith.MinUIOp(acc, v) if unsigned else arith.MinSIOp(acc, v))
+        if kind == "any":
+            if t == I1:
+                return self.val(arith.OrIOp(acc, v))
+            zero = self.const(0, v.type)
+            nz = self.val(arith.CmpfOp(v, zero, "une") if is_float(v.type) else arith.CmpiOp(v, zero, "ne"))
+            if f:
+                return self.select(nz, self.const(1, t), acc)
+            return self.val(arith.OrIOp(acc, self.val(arith.ExtUIOp(nz, t))))  # type: ignore[arg-type]
+        raise FuseError(f"lower-ew-to-loop: unknown reduction kind {kind!r}")
+
+    # -- loop nests ----------------------------------------------------------------
+
+    def nest(
+        self,
+        extents: Sequence[SSAValue],
+        res_dims: Sequence[int],
+        red_dims: Sequence[int],
+        kind: str,
+        result_type: MemRefType,
+        maps: Sequence[Sequence[int]],
+        body: Body,
+    ) -> SSAValue:
+        """Allocate the result and emit the loop nest computing it; ``body`` is emitted exactly once.
+
+        Loop order (outermost first): the result dims in order, all ``parallel``,
+        then the reduction dims in order, innermost, with the accumulator
+        (type ``elem``) carried through them in ``iter_args`` and stored once per
+        result element. Exception (:func:`outer_reduction_order`): when no input
+        is contiguous along a reduction dim but one is along the result's last
+        dim, that dim moves inside the reductions:
+
+            for p[:-1] (parallel): for q (parallel): out[p, q] = init
+                                  for r...: for q (parallel): out[p, q] = combine(out[p, q], body)
+
+        so the innermost loop walks contiguous memory and vectorises without
+        reassociation (DESIGN §4); the accumulator row then lives in the
+        result buffer. Each result element still combines its values in the
+        same order, so both orders give identical results.
+        """
+        ext = list(extents)
+        res = self.val(loop.AllocOp([ext[d] for d in res_dims], result_type))
+        elem = result_type.element_type
+        unsigned = is_unsigned(elem)
+        elem = signless(elem)  # the accumulator's type: i8 for booleans
+        ivs: dict[int, SSAValue] = {}
+
+        def pos() -> list[SSAValue]:
+            return [ivs[d] for d in res_dims]
+
+        def parallel(dims: Sequence[int], inner: Callable[[], None]) -> None:
+            if not dims:
+                inner()
+                return
+
+            def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                ivs[dims[0]] = iv
+                parallel(dims[1:], inner)
+                return []
+
+            self.loop_for(ext[dims[0]], [], True, step)
+
+        def reduce(dims: Sequence[int], acc: SSAValue) -> SSAValue:
+            if not dims:
+                return self.combine(kind, acc, body(ivs), unsigned)
+
+            def step(iv: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
+                ivs[dims[0]] = iv
+                return [reduce(dims[1:], carried[0])]
+
+            return self.loop_for(ext[dims[0]], [acc], False, step).results[0]
+
+        if not red_dims:
+            parallel(res_dims, lambda: self.store(body(ivs), res, pos()))
+            return res
+        init = self.identity(kind, elem, unsigned)
+        if not outer_reduction_order(maps, res_dims, red_dims):
+            parallel(res_dims, lambda: self.store(reduce(red_dims, init), res, pos()))
+            return res
+        inner = res_dims[-1]
+
+        def fill(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            ivs[inner] = iv
+            self.store(init, res, pos())
+            return []
+
+        def update(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            ivs[inner] = iv
+            old = self.load(res, pos(), elem)
+            self.store(self.combine(kind, old, body(ivs), unsigned), res, pos())
+            return []
+
+        def outer_reductions(dims: Sequence[int]) -> None:
+            if not dims:
+                self.loop_for(ext[inner], [], True, update)
+                return
+
+            def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                ivs[dims[0]] = iv
+                outer_reductions(dims[1:])
+                return []
+
+            self.loop_for(ext[dims[0]], [], False, step)
+
+        def row() -> None:
+            self.loop_for(ext[inner], [], True, fill)
+            outer_reductions(red_dims)
+
+        parallel(res_dims[:-1], row)
+        return res
+
+    # -- op lowerings ----------------------------------------------------------------
+
+    def arg(self, op: Operation, name: str, kind: str, entry: ArrayAttr | None = None) -> None:
+        slot = len(self.args)
+        self.args.append(entry if entry is not None else ArrayAttr([StringAttr(name), StringAttr(kind)]))
+        self.vmap[op.results[0]] = self.val(loop.ArgOp(slot, name, memref_of(op.results[0].type)))
+
+    def lower_constant(self, op: te.ConstantOp) -> None:
+        name = f"const{self.n_consts}"
+        self.n_consts += 1
+        self.arg(op, name, "constant", constant_entry(name, op.value))
+
+    def lower_slice_len(self, op: te.SliceLenOp) -> SSAValue:
+        """``len(range(n)[start:stop:step])`` with the static start/stop/step of the op."""
+        n = self.mapped(op.extent)
+        start, stop, step = op.bounds()
+        step = 1 if step is None else step
+        c = self.index
+        if step > 0:
+            hi, lo = n, c(0)  # clamp range for start and stop: [0, n]
+            first, last = c(0), n  # defaults
+        else:
+            hi, lo = self.val(arith.SubiOp(n, c(1))), c(-1)  # clamp range: [-1, n - 1]
+            first, last = hi, c(-1)
+
+        def norm(v: int | None, default: SSAValue) -> SSAValue:
+            if v is None:
+                return default
+            if v >= 0:
+                return self.smin(c(v), hi)
+            return self.smax(self.val(arith.AddiOp(n, c(v))), lo)
+
+        b, e = norm(start, first), norm(stop, last)
+        diff = self.val(arith.SubiOp(e, b) if step > 0 else arith.SubiOp(b, e))
+        d = self.smax(diff, c(0))
+        s = abs(step)
+        if s == 1:
+            return d
+        return self.val(arith.DivSIOp(self.val(arith.AddiOp(d, c(s - 1))), c(s)))
+
+    def lower_check_dim(self, op: te.CheckDimOp) -> None:
+        a, b = self.mapped(op.lhs), self.mapped(op.rhs)
+        pred = op.predicate.data if op.predicate else "eq"
+        if pred not in ("eq", "lt"):
+            raise FuseError(f"lower-ew-to-loop: unknown te.check_dim predicate {pred!r}")
+        code = self.error(op.message.data, op.loc.data if op.loc else "")
+        self.emit(loop.CheckOp(self.val(arith.CmpiOp(a, b, "eq" if pred == "eq" else "slt")), a, b, code))
+
+    def lower_generic(self, op: ew.GenericOp) -> SSAValue:
+        its = op.iterator_list()
+        res_dims = [d for d, it in enumerate(its) if it == "parallel"]
+        red_dims = [d for d, it in enumerate(its) if it == "reduction"]
+        maps = op.map_list()
+        bufs = [self.mapped(v) for v in op.inputs]
+        tables = [self.mapped(v) for v in op.tables]
+        rt = op.result.type
+        assert isinstance(rt, TensorType)
+        block = op.body.block
+        codes: dict[ew.ExtractOp, int] = {}
+
+        def body(ivs: dict[int, SSAValue]) -> SSAValue:
+            for k, a in enumerate(block.args):
+                if k >= len(bufs):
+                    self.vmap[a] = tables[k - len(bufs)]
+                elif a.uses:
+                    self.vmap[a] = self.load(bufs[k], [ivs[d] for d in maps[k]], a.type)
+            for bop in block.ops:
+                if isinstance(bop, ew.YieldOp):
+                    return self.mapped(bop.value)
+                if isinstance(bop, ew.IndexOp):
+                    self.vmap[bop.result] = ivs[bop.dim.value.data]
+                elif isinstance(bop, ew.ExtractOp):
+                    self.vmap[bop.result] = self.extract(bop, codes)
+                elif isinstance(bop, te.DimOp):
+                    self.vmap[bop.result] = self.buffer_dim(self.mapped(bop.source), bop.axis.value.data)
+                else:
+                    self.clone(bop)
+            raise FuseError("lower-ew-to-loop: an ew.generic body without ew.yield")
+
+        return self.nest(
+            [self.mapped(e) for e in op.extents],
+            res_dims,
+            red_dims,
+            op.kind.data,
+            memref_of(rt),
+            maps,
+            body,
+        )
+
+    def extract(self, op: ew.ExtractOp, codes: dict[ew.ExtractOp, int]) -> SSAValue:
+        """Read a table; with ``check``, each position is tested ``0 <= p < extent`` (one unsigned compare)."""
+        buf = self.mapped(op.table)
+        pos = [self.mapped(p) for p in op.positions]
+        if op.check is not None:
+            if op not in codes:
+                codes[op] = self.error(op.check.data, op.loc.data if op.loc else "")
+            for axis, p in enumerate(pos):
+                n = self.buffer_dim(buf, axis)
+                self.emit(loop.CheckOp(self.val(arith.CmpiOp(p, n, "ult")), p, n, codes[op]))
+        return self.load(buf, pos, op.result.type)
+
+    def clone(self, op: Operation) -> None:
+        """Copy a scalar op (arith, math, ...) with its operands mapped."""
+        if op.regions:
+            raise FuseError(f"lower-ew-to-loop: cannot lower '{op.name}' with regions")
+        for o in op.operands:
+            self.mapped(o)
+        self.emit(op.clone(value_mapper=self.vmap))
+
+    def lower_contract(self, op: ew.ContractOp) -> SSAValue:
+        """``loop.gemm`` for matrix products (see :func:`gemm_plan`), else a multiply-sum nest."""
+        a, b = self.mapped(op.lhs), self.mapped(op.rhs)
+        ext = [self.mapped(e) for e in op.extents]
+        ma, mb = (ew.ints_of(m) for m in op.maps.data)
+        out = list(ew.ints_of(op.out))
+        rt = op.result.type
+        assert isinstance(rt, TensorType)
+        elem = rt.element_type
+        plan = gemm_plan(ma, mb, out) if isinstance(elem, Float32Type | Float64Type) else None
+        if plan is None:
+            red = [d for d in range(len(ext)) if d not in out]
+
+            def body(ivs: dict[int, SSAValue]) -> SSAValue:
+                x = self.load(a, [ivs[d] for d in ma], elem)
+                y = self.load(b, [ivs[d] for d in mb], elem)
+                return self.val(arith.MulfOp(x, y))
+
+            return self.nest(ext, out, red, "sum", memref_of(rt), [ma, mb], body)
+        c = self.val(loop.AllocOp([ext[d] for d in out], memref_of(rt)))
+        batch, m, n, k = (self.product([ext[d] for d in g]) for g in (plan.batch, plan.m, plan.n, plan.k))
+        if not all(_static_positive(op.extents[d]) for d in plan.k):
+            self.zero_fill(c, [ext[d] for d in out], k)
+        first, second = (b, a) if plan.swap else (a, b)
+        self.emit(
+            loop.GemmOp(
+                first, second, c, batch, m, n, k, plan.trans_a, plan.trans_b, plan.broadcast_a, plan.broadcast_b
+            )
+        )
+        return c
+
+    def zero_fill(self, c: SSAValue, extents: Sequence[SSAValue], k: SSAValue) -> None:
+        """Zero ``c`` when ``k == 0`` (a GEMM over an empty sum writes nothing): the outer bound is 0 otherwise."""
+        t = c.type
+        assert isinstance(t, MemRefType)
+        zero = self.const(0.0, t.element_type)
+        if not extents:
+            self.store(zero, c, [])
+            return
+        k_is_0 = self.val(arith.CmpiOp(k, self.index(0), "eq"))
+        bounds = [self.select(k_is_0, extents[0], self.index(0)), *extents[1:]]
+        ivs: list[SSAValue] = []
+
+        def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            ivs.append(iv)
+            if len(ivs) == len(bounds):
+                self.store(zero, c, ivs)
+            else:
+                self.loop_for(bounds[len(ivs)], [], True, step)
+            return []
+
+        self.loop_for(bounds[0], [], True, step)
+
+    def lower_host_call(self, op: ew.HostCallOp) -> None:
+        cid = len(self.host_calls)
+        params = op.params if op.params is not None else DictionaryAttr({})
+        self.host_calls.append(DictionaryAttr({"fn": op.fn, "params": params}))
+        attrs: dict[str, Attribute] = {"fn": op.fn, "id": IntegerAttr(cid, i64)}
+        if op.params is not None:
+            attrs["params"] = op.params
+        new = loop.HostCallOp(
+            operands=[[self.mapped(v) for v in op.inputs]],
+            result_types=[[memref_of(r.type) for r in op.outputs]],
+            attributes=attrs,
+        )
+        self.emit(new)
+        for old, r in zip(op.outputs, new.results):
+            self.vmap[old] = r
+
+    def lower_export(self, op: te.ExportOp) -> None:
+        for name, v in zip(te.names_of(op.names), op.values):
+            slot = len(self.exports)
+            self.exports.append(ArrayAttr([StringAttr(name), StringAttr("export")]))
+            self.emit(loop.ResultOp(self.mapped(v), slot, name))
+
+    def lower_sink(self, op: te.SinkOp) -> None:
+        loc = StringAttr(op.loc.data if op.loc else "")
+        for name, v in zip(te.names_of(op.names), op.values):
+            slot = self.n_exports + len(self.sinks)
+            self.sinks.append(
+                ArrayAttr([op.path, StringAttr("sink"), StringAttr(name), loc, IntegerAttr(self.n_sinks, i64)])
+            )
+            self.emit(loop.ResultOp(self.mapped(v), slot, op.path.data))
+        self.n_sinks += 1
+
+    # -- driver ----------------------------------------------------------------------
+
+    def lower(self, op: Operation) -> None:
+        if isinstance(op, te.InputOp):
+            self.arg(op, op.tensor_name.data, "input")
+        elif isinstance(op, te.SourceOp):
+            self.arg(op, op.tensor_name.data, "source")
+        elif isinstance(op, te.ConstantOp):
+            self.lower_constant(op)
+        elif isinstance(op, te.DimOp):
+            self.vmap[op.result] = self.buffer_dim(self.mapped(op.source), op.axis.value.data)
+        elif isinstance(op, te.SliceLenOp):
+            self.vmap[op.result] = self.lower_slice_len(op)
+        elif isinstance(op, te.CheckDimOp):
+            self.lower_check_dim(op)
+        elif isinstance(op, ew.GenericOp):
+            self.vmap[op.result] = self.lower_generic(op)
+        elif isinstance(op, ew.ContractOp):
+            self.vmap[op.result] = self.lower_contract(op)
+        elif isinstance(op, ew.HostCallOp):
+            self.lower_host_call(op)
+        elif isinstance(op, te.ExportOp):
+            self.lower_export(op)
+        elif isinstance(op, te.SinkOp):
+            self.lower_sink(op)
+        elif op.dialect_name() == "arith" and not op.regions:
+            self.clone(op)
+        else:
+            raise FuseError(f"lower-ew-to-loop: cannot lower '{op.name}' (expected the ew level)")
+
+    def run(self) -> func.FuncOp:
+        for op in self.module.body.block.ops:
+            self.lower(op)
+        self.top.add_op(func.ReturnOp())
+        first = self.top.first_op
+        for c in self.const_ops:
+            self.top.insert_op_before(c, first)  # type: ignore[arg-type]
+        return func.FuncOp("fuse_main", ([], []), Region(self.top))
+
+    def attributes(self) -> dict[str, Attribute]:
+        return {
+            "fuse.args": ArrayAttr(self.args),
+            "fuse.results": ArrayAttr(self.exports + self.sinks),
+            "fuse.errors": ArrayAttr(self.errors),
+            "fuse.host_calls": ArrayAttr(self.host_calls),
+        }
+
+
+def _static_positive(extent: SSAValue) -> bool:
+    """Whether an ew-level extent is an ``arith.constant`` above zero."""
+    owner = extent.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data > 0
+    return False
+
+
+@register_pass
+class LowerEwToLoop(ModulePass):
+    """Lower elemwise kernels to loop nests over buffers in one ``func.func @fuse_main`` (the native ABI's shape).
+
+    ew.generic becomes an allocation and a loop nest (parallel result dims
+    outside, reduction dims inside with the accumulator in loop-carried
+    values, or reductions outside a contiguous result dim for column-style
+    reductions); ew.contract becomes loop.gemm when it is a (batched) matrix
+    product; boundary ops become loop.arg / loop.result slots recorded in the
+    module attributes fuse.args, fuse.results, fuse.errors and fuse.host_calls.
+    """
+
+    name = "lower-ew-to-loop"
+    level: ClassVar[str] = "elemwise"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        lowering = EwToLoop(op)
+        fn = lowering.run()
+        old = op.body.block
+        op.body.detach_block(old)
+        old.erase(safe_erase=False)
+        op.body.add_block(Block([fn]))
+        op.attributes.update(lowering.attributes())

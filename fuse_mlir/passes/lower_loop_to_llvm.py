@@ -1,0 +1,912 @@
+"""Lower the loop level to xDSL's llvm dialect, implementing the native ABI (docs/native-abi.md).
+
+``func.func @fuse_main()`` becomes ``llvm.func @fuse_main(args, arg_shapes,
+results, result_shapes, err, rt) -> i32``. A buffer becomes a data pointer and
+one ``i64`` per extent (static extents are constants); loads and stores
+linearise their positions row-major and index with ``getelementptr inbounds``.
+``loop.for`` becomes a header block whose arguments (phis) are the induction
+variable and the carried values, a body, and an exit block receiving the
+results. ``loop.check`` branches (``llvm.expect``-weighted) to a cold block that
+fills ``err`` and returns the code. ``loop.alloc`` calls ``fuse_alloc``,
+``loop.gemm`` calls ``fuse_dgemm``/``fuse_sgemm`` (Fortran ABI, column-major:
+row-major ``C = A·B`` is ``Cᵀ = Bᵀ·Aᵀ``) once per batch entry, and
+``loop.host_call`` calls ``fuse_host_call`` with pointer/extent arrays on the
+stack. ``arith``/``math`` become llvm arithmetic, casts and type-mangled
+intrinsic calls (``llvm.exp.f64``, ``llvm.maximum.f32``, ...).
+
+Fast-math: float adds/subs/muls on the path from a loop-carried accumulator to
+its ``loop.yield`` get ``reassoc`` (what lets LLVM vectorise the reduction);
+fast-math flags already on ``arith``/``math`` ops are kept. With
+``strict=true`` no fast-math flag is emitted at all.
+
+Beyond the documented ABI: a failing ``fuse_alloc`` (NULL) returns
+:data:`ERR_ALLOC` with ``err = [ERR_ALLOC, nbytes, 0]``, and a failing
+``fuse_host_call`` (non-zero status) returns :data:`ERR_HOST_CALL` with
+``err = [ERR_HOST_CALL, call_id, status]``; host calls are numbered in walk
+order of the ``loop.host_call`` ops (the index into ``fuse.host_calls``). An
+argument slot that no ``loop.arg`` reads contributes no extents to
+``arg_shapes`` (see :func:`abi_layout`, shared with the runtime).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    UnitAttr,
+)
+from xdsl.dialects.func import FuncOp as FuncFuncOp
+from xdsl.dialects.utils.fast_math import FastMathFlag
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from fuse_mlir.dialects import loop
+from fuse_mlir.dialects.llvmx import FPToSIOp, FPToUIOp, UIToFPOp
+from fuse_mlir.passes.analysis import AnalysisManager
+from fuse_mlir.passes.base import FusePass, option
+from fuse_mlir.passes.registry import register_pass
+
+PTR = llvm.LLVMPointerType()
+I1 = IntegerType(1)
+I8 = IntegerType(8)
+I32 = IntegerType(32)
+I64 = IntegerType(64)
+ENTRY = "fuse_main"
+ERR_HOST_CALL = -1
+"""Return code of ``fuse_main`` when a host call reported failure."""
+ERR_ALLOC = -2
+"""Return code of ``fuse_main`` when ``fuse_alloc`` returned NULL."""
+
+_NSW = IntegerAttr(llvm.OverflowAttr([llvm.OverflowFlag.NO_SIGNED_WRAP]).to_int(), 32)
+
+# --------------------------------------------------------------------------- ABI layout
+
+
+@dataclass(frozen=True)
+class AbiLayout:
+    """Where each slot's extents live in ``arg_shapes`` / ``result_shapes``."""
+
+    arg_types: tuple[MemRefType | None, ...]
+    arg_offsets: tuple[int, ...]
+    result_types: tuple[MemRefType | None, ...]
+    result_offsets: tuple[int, ...]
+
+    @property
+    def n_arg_extents(self) -> int:
+        return _total(self.arg_types)
+
+    @property
+    def n_result_extents(self) -> int:
+        return _total(self.result_types)
+
+
+def _total(types: Sequence[MemRefType | None]) -> int:
+    return sum(len(t.get_shape()) for t in types if t is not None)
+
+
+def _slot_types(ops: Sequence[loop.ArgOp | loop.ResultOp], count: int, what: str) -> list[MemRefType | None]:
+    types: list[MemRefType | None] = [None] * count
+    for op in ops:
+        slot = op.slot.value.data
+        t = op.result.type if isinstance(op, loop.ArgOp) else op.buffer.type
+        assert isinstance(t, MemRefType)
+        if slot < 0:
+            raise ValueError(f"{op.name}: negative slot {slot}")
+        if slot >= len(types):
+            types.extend([None] * (slot + 1 - len(types)))
+        old = types[slot]
+        if old is not None and old != t:
+            raise ValueError(f"{what} slot {slot} used with two types: {old} and {t}")
+        types[slot] = t
+    return types
+
+
+def _offsets(types: Sequence[MemRefType | None]) -> tuple[int, ...]:
+    out, at = [], 0
+    for t in types:
+        out.append(at)
+        at += 0 if t is None else len(t.get_shape())
+    return tuple(out)
+
+
+def abi_layout(module: ModuleOp) -> AbiLayout:
+    """The slots of a loop-level module: their memref types (from ``loop.arg``/``loop.result``) and extent offsets.
+
+    The slot counts come from ``fuse.args``/``fuse.results`` when present
+    (otherwise the highest slot used + 1); a slot no op touches has type None
+    and contributes no extents.
+    """
+    args = [op for op in module.walk() if isinstance(op, loop.ArgOp)]
+    results = [op for op in module.walk() if isinstance(op, loop.ResultOp)]
+    n_args = _attr_len(module, "fuse.args")
+    n_results = _attr_len(module, "fuse.results")
+    at = _slot_types(args, n_args, "argument")
+    rt = _slot_types(results, n_results, "result")
+    return AbiLayout(tuple(at), _offsets(at), tuple(rt), _offsets(rt))
+
+
+def _attr_len(module: ModuleOp, name: str) -> int:
+    a = module.attributes.get(name)
+    return len(a.data) if isinstance(a, ArrayAttr) else 0
+
+
+# --------------------------------------------------------------------------- types and intrinsics
+
+
+def llvm_type(t: Attribute) -> Attribute:
+    """The llvm-dialect type of a scalar type: ``index`` is i64, integers lose their signedness."""
+    if isinstance(t, IndexType):
+        return I64
+    if isinstance(t, IntegerType):
+        return IntegerType(t.width.data)
+    if isinstance(t, Float64Type | Float32Type | Float16Type):
+        return t
+    raise ValueError(f"lower-loop-to-llvm: unsupported scalar type {t}")
+
+
+def byte_size(t: Attribute) -> int:
+    """Bytes per element of a buffer element type (i1 is stored as one byte)."""
+    if isinstance(t, IntegerType):
+        return max(1, t.width.data // 8)
+    if isinstance(t, Float64Type):
+        return 8
+    if isinstance(t, Float32Type):
+        return 4
+    if isinstance(t, Float16Type):
+        return 2
+    if isinstance(t, IndexType):
+        return 8
+    raise ValueError(f"lower-loop-to-llvm: unsupported element type {t}")
+
+
+def mangle(t: Attribute) -> str:
+    """The intrinsic name suffix of a type: ``f64``, ``f32``, ``f16``, ``i32``, ..."""
+    if isinstance(t, Float64Type):
+        return "f64"
+    if isinstance(t, Float32Type):
+        return "f32"
+    if isinstance(t, Float16Type):
+        return "f16"
+    if isinstance(t, IntegerType):
+        return f"i{t.width.data}"
+    raise ValueError(f"cannot mangle an intrinsic name for type {t}")
+
+
+# Float intrinsics overloaded on one type: name suffix is that type.
+_FLOAT_INTRINSICS: dict[str, str] = {
+    "math.exp": "llvm.exp",
+    "math.exp2": "llvm.exp2",
+    "math.log": "llvm.log",
+    "math.log2": "llvm.log2",
+    "math.log10": "llvm.log10",
+    "math.sqrt": "llvm.sqrt",
+    "math.sin": "llvm.sin",
+    "math.cos": "llvm.cos",
+    "math.tan": "llvm.tan",
+    "math.tanh": "llvm.tanh",
+    "math.sinh": "llvm.sinh",
+    "math.cosh": "llvm.cosh",
+    "math.asin": "llvm.asin",
+    "math.acos": "llvm.acos",
+    "math.atan": "llvm.atan",
+    "math.atan2": "llvm.atan2",
+    "math.absf": "llvm.fabs",
+    "math.floor": "llvm.floor",
+    "math.ceil": "llvm.ceil",
+    "math.round": "llvm.round",
+    "math.roundeven": "llvm.roundeven",
+    "math.trunc": "llvm.trunc",
+    "math.copysign": "llvm.copysign",
+    "math.fma": "llvm.fma",
+    "math.powf": "llvm.pow",
+    "arith.maximumf": "llvm.maximum",
+    "arith.minimumf": "llvm.minimum",
+    "arith.maxnumf": "llvm.maxnum",
+    "arith.minnumf": "llvm.minnum",
+}
+# Float functions LLVM has no intrinsic for: libm calls (``name`` for f64, ``namef`` for f32).
+_LIBM: dict[str, str] = {
+    "math.erf": "erf",
+    "math.log1p": "log1p",
+    "math.expm1": "expm1",
+    "math.cbrt": "cbrt",
+    "math.asinh": "asinh",
+    "math.acosh": "acosh",
+    "math.atanh": "atanh",
+}
+_INT_MINMAX: dict[str, str] = {
+    "arith.maxsi": "llvm.smax",
+    "arith.minsi": "llvm.smin",
+    "arith.maxui": "llvm.umax",
+    "arith.minui": "llvm.umin",
+}
+_INT_BINOPS: dict[str, type[Operation]] = {
+    "arith.addi": llvm.AddOp,
+    "arith.subi": llvm.SubOp,
+    "arith.muli": llvm.MulOp,
+    "arith.divsi": llvm.SDivOp,
+    "arith.divui": llvm.UDivOp,
+    "arith.remsi": llvm.SRemOp,
+    "arith.remui": llvm.URemOp,
+    "arith.andi": llvm.AndOp,
+    "arith.ori": llvm.OrOp,
+    "arith.xori": llvm.XOrOp,
+    "arith.shli": llvm.ShlOp,
+    "arith.shrsi": llvm.AShrOp,
+    "arith.shrui": llvm.LShrOp,
+}
+_FLOAT_BINOPS: dict[str, type[llvm.AbstractFloatArithOp]] = {
+    "arith.addf": llvm.FAddOp,
+    "arith.subf": llvm.FSubOp,
+    "arith.mulf": llvm.FMulOp,
+    "arith.divf": llvm.FDivOp,
+    "arith.remf": llvm.FRemOp,
+}
+_CASTS: dict[str, type[Operation]] = {
+    "arith.extf": llvm.FPExtOp,
+    "arith.truncf": llvm.FPTruncOp,
+    "arith.sitofp": llvm.SIToFPOp,
+    "arith.uitofp": UIToFPOp,
+    "arith.fptosi": FPToSIOp,
+    "arith.fptoui": FPToUIOp,
+    "arith.bitcast": llvm.BitcastOp,
+}
+
+# --------------------------------------------------------------------------- reduction analysis
+
+_ADDITIVE = ("arith.addf", "arith.subf")
+_MULTIPLICATIVE = ("arith.mulf",)
+
+
+def reduction_ops(root: Operation) -> set[Operation]:
+    """Float adds/subs/muls on a path from a ``loop.for`` carried value to its ``loop.yield`` (same kind all along)."""
+    found: set[Operation] = set()
+    for op in root.walk():
+        if not isinstance(op, loop.ForOp) or not op.inits:
+            continue
+        block = op.body.block
+        term = block.last_op
+        assert isinstance(term, loop.YieldOp)
+        for acc, v in zip(block.args[1:], term.values):
+            owner = v.owner
+            if isinstance(owner, Operation) and owner.name in _ADDITIVE + _MULTIPLICATIVE:
+                kind = _ADDITIVE if owner.name in _ADDITIVE else _MULTIPLICATIVE
+                _chain(v, acc, block, kind, found)
+    return found
+
+
+def _chain(v: SSAValue, acc: SSAValue, block: Block, kind: tuple[str, ...], found: set[Operation]) -> bool:
+    """Whether ``v`` is computed from ``acc`` through ``kind`` ops (and selects) of ``block``; marks those ops."""
+    if v is acc:
+        return True
+    owner = v.owner
+    if not isinstance(owner, Operation) or owner.parent_block() is not block:
+        return False
+    if owner.name in kind:
+        operands = owner.operands[:1] if owner.name == "arith.subf" else owner.operands
+        hit = False
+        for o in operands:
+            hit = _chain(o, acc, block, kind, found) or hit
+        if hit:
+            found.add(owner)
+        return hit
+    if owner.name == "arith.select":
+        hit = False
+        for o in owner.operands[1:]:
+            hit = _chain(o, acc, block, kind, found) or hit
+        return hit
+    return False
+
+
+# --------------------------------------------------------------------------- lowering
+
+
+@dataclass
+class Buf:
+    """A lowered buffer: data pointer, extents (i64 values) and element type."""
+
+    ptr: SSAValue
+    extents: list[SSAValue]
+    elem: Attribute
+
+
+def _is_const(v: SSAValue, value: int) -> bool:
+    owner = v.owner
+    return (
+        isinstance(owner, llvm.ConstantOp) and isinstance(owner.value, IntegerAttr) and owner.value.value.data == value
+    )
+
+
+class _Lowering:
+    """Builds ``llvm.func @fuse_main`` from the loop-level ``func.func @fuse_main``."""
+
+    def __init__(self, layout: AbiLayout, strict: bool, reductions: set[Operation]):
+        self.layout = layout
+        self.strict = strict
+        self.reductions = reductions
+        self.region = Region()
+        self.entry = Block(arg_types=[PTR] * 6)
+        self.region.add_block(self.entry)
+        self.block = self.entry
+        self.p_args, self.p_arg_shapes, self.p_results, self.p_result_shapes, self.p_err, self.p_rt = self.entry.args
+        self.values: dict[SSAValue, SSAValue] = {}
+        self.buffers: dict[SSAValue, Buf] = {}
+        self.prologue: list[Operation] = []
+        self.error_blocks: list[Block] = []
+        self.decls: dict[str, llvm.FuncOp] = {}
+        self.host_calls = 0
+
+    # ---- building helpers
+
+    def emit(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def val(self, op: Operation) -> SSAValue:
+        return self.emit(op).results[0]
+
+    def const(self, value: int | float, t: Attribute = I64) -> SSAValue:
+        if isinstance(t, IntegerType):
+            v = int(value)
+            if t.width.data == 1:
+                v = 1 if v else 0
+            attr: Attribute = IntegerAttr(v, t)
+        else:
+            attr = FloatAttr(float(value), t)  # type: ignore[arg-type]
+        return self.val(llvm.ConstantOp(attr, t))
+
+    def new_block(self, arg_types: Sequence[Attribute] = ()) -> Block:
+        return Block(arg_types=list(arg_types))
+
+    def start(self, block: Block) -> None:
+        self.region.add_block(block)
+        self.block = block
+
+    def add(self, a: SSAValue, b: SSAValue, nsw: bool = True) -> SSAValue:
+        return self.val(llvm.AddOp(a, b, overflow=_NSW if nsw else IntegerAttr(0, 32)))
+
+    def mul(self, a: SSAValue, b: SSAValue, nsw: bool = True) -> SSAValue:
+        if _is_const(a, 1):
+            return b
+        if _is_const(b, 1):
+            return a
+        return self.val(llvm.MulOp(a, b, overflow=_NSW if nsw else IntegerAttr(0, 32)))
+
+    def icmp(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        p = IntegerAttr(llvm.ICmpPredicateFlag(pred).to_int(), I64)
+        return self.val(llvm.ICmpOp(a, b, p))
+
+    def gep(self, ptr: SSAValue, index: SSAValue | int, elem: Attribute) -> SSAValue:
+        return self.val(llvm.GEPOp.from_mixed_indices(ptr, [index], elem, inbounds=True))
+
+    def load(self, ptr: SSAValue, t: Attribute) -> SSAValue:
+        return self.val(llvm.LoadOp(ptr, t, alignment=byte_size(t) if t != PTR else 8))
+
+    def store(self, v: SSAValue, ptr: SSAValue) -> None:
+        t = v.type
+        self.emit(llvm.StoreOp(v, ptr, alignment=byte_size(t) if t != PTR else 8))
+
+    def intrinsic(
+        self, name: str, args: Sequence[SSAValue], result: Attribute, flags: frozenset[FastMathFlag]
+    ) -> SSAValue:
+        op = llvm.CallIntrinsicOp(name, list(args), [result])
+        if flags:
+            op.properties["fastmathFlags"] = llvm.FastMathAttr(flags)
+        return self.val(op)
+
+    def declare(
+        self, name: str, inputs: Sequence[Attribute], output: Attribute | None, noalias_result: bool = False
+    ) -> None:
+        if name in self.decls:
+            return
+        props: dict[str, Attribute | None] = {"no_unwind": UnitAttr()}
+        if noalias_result:
+            props["res_attrs"] = ArrayAttr(
+                [DictionaryAttr({"llvm.noalias": UnitAttr(), "llvm.align": IntegerAttr(64, I64)})]
+            )
+        self.decls[name] = llvm.FuncOp(
+            name, llvm.LLVMFunctionType(list(inputs), output), linkage=llvm.LinkageAttr("external"), other_props=props
+        )
+
+    def call(self, name: str, args: Sequence[SSAValue], result: Attribute | None) -> SSAValue | None:
+        op = self.emit(llvm.CallOp(name, *args, return_type=result))
+        return op.results[0] if op.results else None
+
+    def entry_alloca(self, elem: Attribute, count: int) -> SSAValue:
+        """A stack slot of ``count`` elements, allocated once in the entry block."""
+        size = llvm.ConstantOp(IntegerAttr(max(1, count), I64), I64)
+        alloca = llvm.AllocaOp(size.result, elem, alignment=8)
+        self.prologue += [size, alloca]
+        return alloca.res
+
+    def fail(self, code: int, a: SSAValue, b: SSAValue) -> Block:
+        """A block that stores ``err = [code, a, b]`` and returns ``code``."""
+        blk = self.new_block()
+        saved = self.block
+        self.block = blk
+        for k, v in enumerate((self.const(code), a, b)):
+            self.store(v, self.gep(self.p_err, k, I64) if k else self.p_err)
+        self.emit(llvm.ReturnOp(self.const(code, I32)))
+        self.block = saved
+        self.error_blocks.append(blk)
+        return blk
+
+    def guard(self, cond: SSAValue, code: int, a: SSAValue, b: SSAValue) -> None:
+        """Continue if ``cond`` (expected true), else fail with ``err = [code, a, b]``."""
+        expected = self.intrinsic("llvm.expect.i1", [cond, self.const(1, I1)], I1, frozenset())
+        bad = self.fail(code, a, b)
+        ok = self.new_block()
+        self.emit(llvm.CondBrOp(expected, ok, [], bad, []))
+        self.start(ok)
+
+    def counted_loop(
+        self,
+        lower: SSAValue,
+        upper: SSAValue,
+        step: SSAValue,
+        inits: Sequence[SSAValue],
+        body: Callable[[SSAValue, Sequence[SSAValue]], Sequence[SSAValue]],
+    ) -> Sequence[SSAValue]:
+        """``for iv in [lower, upper) by step`` with carried values; ``body(iv, carried)`` returns the next ones."""
+        types = [v.type for v in inits]
+        header = self.new_block([I64, *types])
+        inner = self.new_block()
+        exit_ = self.new_block(types)
+        self.emit(llvm.BrOp(header, lower, *inits))
+        self.start(header)
+        iv, *carried = header.args
+        more = self.icmp("slt", iv, upper)
+        self.emit(llvm.CondBrOp(more, inner, [], exit_, list(carried)))
+        self.start(inner)
+        nexts = body(iv, carried)
+        nxt = self.add(iv, step)
+        self.emit(llvm.BrOp(header, nxt, *nexts))
+        self.start(exit_)
+        return list(exit_.args)
+
+    # ---- fast-math
+
+    def flags(self, op: Operation) -> frozenset[FastMathFlag]:
+        if self.strict:
+            return frozenset()
+        fm = op.properties.get("fastmath")
+        out: set[FastMathFlag] = set(fm.data) if fm is not None else set()  # type: ignore[attr-defined]
+        if op in self.reductions:
+            out.add(FastMathFlag.REASSOC)
+        return frozenset(out)
+
+    # ---- values
+
+    def v(self, old: SSAValue) -> SSAValue:
+        try:
+            return self.values[old]
+        except KeyError:
+            raise ValueError(f"lower-loop-to-llvm: value {old} used before it was lowered") from None
+
+    def buf(self, old: SSAValue) -> Buf:
+        try:
+            return self.buffers[old]
+        except KeyError:
+            raise ValueError(f"lower-loop-to-llvm: buffer {old} used before it was lowered") from None
+
+    def extents(self, t: MemRefType, dynamic: Callable[[int], SSAValue]) -> list[SSAValue]:
+        """One i64 per dimension: a constant for a static extent, else ``dynamic(axis)``."""
+        return [self.const(d) if d >= 0 else dynamic(k) for k, d in enumerate(t.get_shape())]
+
+    def element_ptr(self, b: Buf, positions: Sequence[SSAValue]) -> SSAValue:
+        if not positions:
+            return b.ptr
+        idx = positions[0]
+        for e, p in zip(b.extents[1:], positions[1:]):
+            idx = self.add(self.mul(idx, e), p)
+        return self.gep(b.ptr, idx, b.elem)
+
+    def numel(self, extents: Sequence[SSAValue]) -> SSAValue:
+        if not extents:
+            return self.const(1)
+        n = extents[0]
+        for e in extents[1:]:
+            n = self.mul(n, e)
+        return n
+
+    # ---- driver
+
+    def run(self, func: FuncFuncOp) -> list[Operation]:
+        self.lower_block(func.body.block)
+        ops: list[Operation] = []
+        if self.prologue:
+            first = self.entry.first_op
+            for op in self.prologue:
+                if first is None:
+                    self.entry.add_op(op)
+                else:
+                    self.entry.insert_op_before(op, first)
+        for blk in self.error_blocks:
+            self.region.add_block(blk)
+        arg_attrs = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()})] * 5 + [DictionaryAttr({})])
+        main = llvm.FuncOp(
+            ENTRY,
+            llvm.LLVMFunctionType([PTR] * 6, I32),
+            linkage=llvm.LinkageAttr("external"),
+            body=self.region,
+            other_props={"no_unwind": UnitAttr(), "arg_attrs": arg_attrs},
+        )
+        ops += [self.decls[k] for k in sorted(self.decls)]
+        ops.append(main)
+        return ops
+
+    def lower_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.lower_op(op)
+
+    def lower_op(self, op: Operation) -> None:
+        name = op.name
+        if isinstance(op, loop.ArgOp):
+            self.lower_arg(op)
+        elif isinstance(op, loop.ResultOp):
+            self.lower_result(op)
+        elif isinstance(op, loop.AllocOp):
+            self.lower_alloc(op)
+        elif isinstance(op, loop.DimOp):
+            self.values[op.result] = self.buf(op.buffer).extents[op.axis.value.data]
+        elif isinstance(op, loop.LoadOp):
+            b = self.buf(op.buffer)
+            ptr = self.element_ptr(b, [self.v(p) for p in op.positions])
+            self.values[op.result] = self.load(ptr, b.elem)
+        elif isinstance(op, loop.StoreOp):
+            b = self.buf(op.buffer)
+            ptr = self.element_ptr(b, [self.v(p) for p in op.positions])
+            self.store(self.v(op.value), ptr)
+        elif isinstance(op, loop.ForOp):
+            self.lower_for(op)
+        elif isinstance(op, loop.CheckOp):
+            self.guard(self.v(op.cond), op.code.value.data, self.v(op.a), self.v(op.b))
+        elif isinstance(op, loop.GemmOp):
+            self.lower_gemm(op)
+        elif isinstance(op, loop.HostCallOp):
+            self.lower_host_call(op)
+        elif name == "func.return":
+            self.emit(llvm.ReturnOp(self.const(0, I32)))
+        elif name.startswith(("arith.", "math.")):
+            self.lower_scalar(op)
+        else:
+            raise ValueError(f"lower-loop-to-llvm: cannot lower {name}")
+
+    # ---- loop ops
+
+    def lower_arg(self, op: loop.ArgOp) -> None:
+        slot = op.slot.value.data
+        t = op.result.type
+        assert isinstance(t, MemRefType)
+        ptr = self.load(self.gep(self.p_args, slot, PTR) if slot else self.p_args, PTR)
+        off = self.layout.arg_offsets[slot]
+
+        def extent(k: int) -> SSAValue:
+            at = off + k
+            return self.load(self.gep(self.p_arg_shapes, at, I64) if at else self.p_arg_shapes, I64)
+
+        self.buffers[op.result] = Buf(ptr, self.extents(t, extent), llvm_type(t.element_type))
+
+    def lower_result(self, op: loop.ResultOp) -> None:
+        slot = op.slot.value.data
+        b = self.buf(op.buffer)
+        self.store(b.ptr, self.gep(self.p_results, slot, PTR) if slot else self.p_results)
+        off = self.layout.result_offsets[slot]
+        for k, e in enumerate(b.extents):
+            at = off + k
+            self.store(e, self.gep(self.p_result_shapes, at, I64) if at else self.p_result_shapes)
+
+    def lower_alloc(self, op: loop.AllocOp) -> None:
+        t = op.result.type
+        assert isinstance(t, MemRefType)
+        dyn = [self.v(e) for e in op.extents]
+        extents = [self.const(d) if d >= 0 else dyn[k] for k, d in enumerate(t.get_shape())]
+        nbytes = self.mul(self.numel(extents), self.const(byte_size(t.element_type)))
+        self.declare("fuse_alloc", [PTR, I64], PTR, noalias_result=True)
+        ptr = self.call("fuse_alloc", [self.p_rt, nbytes], PTR)
+        assert ptr is not None
+        as_int = self.val(llvm.PtrToIntOp(ptr, I64))
+        self.guard(self.icmp("ne", as_int, self.const(0)), ERR_ALLOC, nbytes, self.const(0))
+        self.buffers[op.result] = Buf(ptr, extents, llvm_type(t.element_type))
+
+    def lower_for(self, op: loop.ForOp) -> None:
+        inits = [self.v(i) for i in op.inits]
+        if any(isinstance(i.type, MemRefType) for i in op.inits):
+            raise ValueError("lower-loop-to-llvm: loop.for cannot carry buffers")
+        block = op.body.block
+
+        def body(iv: SSAValue, carried: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            self.values[block.args[0]] = iv
+            for old, new in zip(block.args[1:], carried):
+                self.values[old] = new
+            for inner in block.ops:
+                if isinstance(inner, loop.YieldOp):
+                    return [self.v(x) for x in inner.values]
+                self.lower_op(inner)
+            raise ValueError("lower-loop-to-llvm: loop.for body without loop.yield")
+
+        results = self.counted_loop(self.v(op.lower), self.v(op.upper), self.v(op.step), inits, body)
+        for old, new in zip(op.results, results):
+            self.values[old] = new
+
+    def lower_gemm(self, op: loop.GemmOp) -> None:
+        a, b, c = self.buf(op.a), self.buf(op.bm), self.buf(op.c)
+        elem = c.elem
+        if isinstance(elem, Float64Type):
+            fn = "fuse_dgemm"
+        elif isinstance(elem, Float32Type):
+            fn = "fuse_sgemm"
+        else:
+            raise ValueError(f"lower-loop-to-llvm: loop.gemm needs f64 or f32 buffers, got {elem}")
+        self.declare(fn, [PTR] * 13, None)
+        batch, m, n, k = (self.v(x) for x in (op.batch, op.m, op.n, op.k))
+        trans_a, trans_b = op.trans_a.value.data, op.trans_b.value.data
+        one = self.const(1)
+
+        def at_least_1(x: SSAValue) -> SSAValue:
+            return self.intrinsic("llvm.smax.i64", [x, one], I64, frozenset())
+
+        def int_slot(x: SSAValue) -> SSAValue:
+            p = self.entry_alloca(I32, 1)
+            self.store(self.val(llvm.TruncOp(x, I32)), p)
+            return p
+
+        def char_slot(ch: str) -> SSAValue:
+            p = self.entry_alloca(I8, 1)
+            self.store(self.const(ord(ch), I8), p)
+            return p
+
+        def scalar_slot(x: float) -> SSAValue:
+            p = self.entry_alloca(elem, 1)
+            self.store(self.const(x, elem), p)
+            return p
+
+        # Column-major Cᵀ (n×m) = op(B)ᵀ (n×k) · op(A)ᵀ (k×m); BLAS's "A" is our B and vice versa.
+        p_ta, p_tb = char_slot("T" if trans_b else "N"), char_slot("T" if trans_a else "N")
+        p_m, p_n, p_k = int_slot(n), int_slot(m), int_slot(k)
+        p_lda = int_slot(at_least_1(k if trans_b else n))
+        p_ldb = int_slot(at_least_1(m if trans_a else k))
+        p_ldc = int_slot(at_least_1(n))
+        p_alpha, p_beta = scalar_slot(1.0), scalar_slot(0.0)
+        zero = self.const(0)
+        stride_a = zero if op.broadcast_a.value.data else self.mul(m, k)
+        stride_b = zero if op.broadcast_b.value.data else self.mul(k, n)
+        stride_c = self.mul(m, n)
+
+        def body(i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            pa = self.gep(a.ptr, self.mul(i, stride_a), elem)
+            pb = self.gep(b.ptr, self.mul(i, stride_b), elem)
+            pc = self.gep(c.ptr, self.mul(i, stride_c), elem)
+            self.call(fn, [p_ta, p_tb, p_m, p_n, p_k, p_alpha, pb, p_lda, pa, p_ldb, p_beta, pc, p_ldc], None)
+            return []
+
+        self.counted_loop(zero, batch, one, [], body)
+
+    def lower_host_call(self, op: loop.HostCallOp) -> None:
+        call_id = host_call_id(op, self.host_calls)
+        self.host_calls += 1
+        ins = [self.buf(x) for x in op.inputs]
+        out_types = [r.type for r in op.outputs]
+        assert all(isinstance(t, MemRefType) for t in out_types)
+        n_in_ext = sum(len(b.extents) for b in ins)
+        n_out_ext = sum(len(t.get_shape()) for t in out_types)  # type: ignore[attr-defined]
+        in_ptrs = self.entry_alloca(PTR, len(ins))
+        in_shapes = self.entry_alloca(I64, n_in_ext)
+        out_ptrs = self.entry_alloca(PTR, len(out_types))
+        out_shapes = self.entry_alloca(I64, n_out_ext)
+        at = 0
+        for k, b in enumerate(ins):
+            self.store(b.ptr, self.gep(in_ptrs, k, PTR) if k else in_ptrs)
+            for e in b.extents:
+                self.store(e, self.gep(in_shapes, at, I64) if at else in_shapes)
+                at += 1
+        self.declare("fuse_host_call", [PTR, I64, PTR, PTR, PTR, PTR], I32)
+        status = self.call(
+            "fuse_host_call", [self.p_rt, self.const(call_id), in_ptrs, in_shapes, out_ptrs, out_shapes], I32
+        )
+        assert status is not None
+        wide = self.val(llvm.SExtOp(status, I64))
+        self.guard(self.icmp("eq", wide, self.const(0)), ERR_HOST_CALL, self.const(call_id), wide)
+        at = 0
+        for k, (res, t) in enumerate(zip(op.outputs, out_types)):
+            assert isinstance(t, MemRefType)
+            ptr = self.load(self.gep(out_ptrs, k, PTR) if k else out_ptrs, PTR)
+            extents = []
+            for d in t.get_shape():
+                extents.append(
+                    self.const(d) if d >= 0 else self.load(self.gep(out_shapes, at, I64) if at else out_shapes, I64)
+                )
+                at += 1
+            self.buffers[res] = Buf(ptr, extents, llvm_type(t.element_type))
+
+    # ---- scalar ops
+
+    def lower_scalar(self, op: Operation) -> None:
+        name = op.name
+        args = [self.v(x) for x in op.operands]
+        rt = llvm_type(op.results[0].type) if op.results else None
+        out: SSAValue
+        if name == "arith.constant":
+            value = op.properties.get("value", op.attributes.get("value"))
+            assert rt is not None
+            if isinstance(value, IntegerAttr):
+                out = self.const(value.value.data, rt)
+            elif isinstance(value, FloatAttr):
+                out = self.const(value.value.data, rt)
+            else:
+                raise ValueError(f"lower-loop-to-llvm: unsupported constant {value}")
+        elif name in _FLOAT_BINOPS:
+            out = self.val(_FLOAT_BINOPS[name](args[0], args[1], llvm.FastMathAttr(self.flags(op))))
+        elif name == "arith.negf":
+            out = self.val(llvm.FNegOp(args[0], llvm.FastMathAttr(self.flags(op))))
+        elif name in _INT_BINOPS:
+            out = self.val(_INT_BINOPS[name](args[0], args[1]))  # type: ignore[call-arg]
+        elif name in _INT_MINMAX:
+            assert rt is not None
+            out = self.intrinsic(f"{_INT_MINMAX[name]}.{mangle(rt)}", args, rt, frozenset())
+        elif name in ("arith.floordivsi", "arith.ceildivsi", "arith.ceildivui"):
+            out = self.int_div(name, args[0], args[1])
+        elif name == "arith.cmpi":
+            pred = op.properties["predicate"]
+            assert isinstance(pred, IntegerAttr)
+            out = self.val(llvm.ICmpOp(args[0], args[1], IntegerAttr(pred.value.data, I64)))
+        elif name == "arith.cmpf":
+            pred = op.properties["predicate"]
+            assert isinstance(pred, IntegerAttr)
+            cmp = llvm.FCmpOp(args[0], args[1], IntegerAttr(pred.value.data, I64))
+            if fl := self.flags(op):
+                cmp.properties["fastmathFlags"] = llvm.FastMathAttr(fl)
+            out = self.val(cmp)
+        elif name == "arith.select":
+            out = self.val(llvm.SelectOp(args[0], args[1], args[2]))
+        elif name in _CASTS:
+            assert rt is not None
+            out = self.val(_CASTS[name](args[0], rt))  # type: ignore[call-arg]
+        elif name in ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui"):
+            assert rt is not None
+            out = self.int_cast(args[0], rt, signed=name in ("arith.extsi", "arith.index_cast"))
+        elif name in _FLOAT_INTRINSICS:
+            assert rt is not None
+            out = self.intrinsic(f"{_FLOAT_INTRINSICS[name]}.{mangle(rt)}", args, rt, self.flags(op))
+        elif name in _LIBM:
+            assert rt is not None
+            fn = _LIBM[name] + ("f" if isinstance(rt, Float32Type) else "")
+            if not isinstance(rt, Float64Type | Float32Type):
+                raise ValueError(f"lower-loop-to-llvm: {name} on {rt} is not supported")
+            self.declare(fn, [rt], rt)
+            res = self.call(fn, args, rt)
+            assert res is not None
+            out = res
+        elif name == "math.rsqrt":
+            assert rt is not None
+            fl = self.flags(op)
+            root = self.intrinsic(f"llvm.sqrt.{mangle(rt)}", args, rt, fl)
+            out = self.val(llvm.FDivOp(self.const(1.0, rt), root, llvm.FastMathAttr(fl)))
+        elif name == "math.fpowi":
+            assert rt is not None
+            e = self.int_cast(args[1], I32, signed=True)
+            out = self.intrinsic(f"llvm.powi.{mangle(rt)}.i32", [args[0], e], rt, self.flags(op))
+        elif name == "math.absi":
+            assert rt is not None
+            out = self.intrinsic(f"llvm.abs.{mangle(rt)}", [args[0], self.const(0, I1)], rt, frozenset())
+        elif name in ("math.ctlz", "math.cttz"):
+            assert rt is not None
+            base = "llvm.ctlz" if name == "math.ctlz" else "llvm.cttz"
+            out = self.intrinsic(f"{base}.{mangle(rt)}", [args[0], self.const(0, I1)], rt, frozenset())
+        elif name == "math.ctpop":
+            assert rt is not None
+            out = self.intrinsic(f"llvm.ctpop.{mangle(rt)}", [args[0]], rt, frozenset())
+        else:
+            raise ValueError(f"lower-loop-to-llvm: cannot lower {name}")
+        self.values[op.results[0]] = out
+
+    def int_cast(self, x: SSAValue, to: Attribute, signed: bool) -> SSAValue:
+        assert isinstance(x.type, IntegerType) and isinstance(to, IntegerType)
+        src, dst = x.type.width.data, to.width.data
+        if src == dst:
+            return x
+        if src > dst:
+            return self.val(llvm.TruncOp(x, to))
+        return self.val((llvm.SExtOp if signed else llvm.ZExtOp)(x, to))
+
+    def int_div(self, name: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        """``floordivsi``, ``ceildivsi`` and ``ceildivui`` from truncating division and remainder."""
+        t = a.type
+        zero = self.const(0, t)
+        if name == "arith.ceildivui":
+            q = self.val(llvm.UDivOp(a, b))
+            r = self.val(llvm.URemOp(a, b))
+            return self.val(llvm.AddOp(q, self.int_cast(self.icmp("ne", r, zero), t, signed=False)))
+        q = self.val(llvm.SDivOp(a, b))
+        r = self.val(llvm.SRemOp(a, b))
+        nonzero = self.icmp("ne", r, zero)
+        r_neg, b_neg = self.icmp("slt", r, zero), self.icmp("slt", b, zero)
+        if name == "arith.floordivsi":
+            fix = self.val(llvm.AndOp(nonzero, self.icmp("ne", r_neg, b_neg)))
+            return self.val(llvm.SubOp(q, self.int_cast(fix, t, signed=False)))
+        fix = self.val(llvm.AndOp(nonzero, self.icmp("eq", r_neg, b_neg)))
+        return self.val(llvm.AddOp(q, self.int_cast(fix, t, signed=False)))
+
+
+def host_call_id(op: loop.HostCallOp, position: int) -> int:
+    """The index of a host call into ``fuse.host_calls``: its ``id`` attribute, else its position in walk order."""
+    a = op.attributes.get("id")
+    return a.value.data if isinstance(a, IntegerAttr) else position
+
+
+def _entry_func(module: ModuleOp) -> FuncFuncOp:
+    for op in module.body.block.ops:
+        if isinstance(op, FuncFuncOp) and op.sym_name.data == ENTRY:
+            return op
+    raise ValueError(f"lower-loop-to-llvm: the module has no func.func @{ENTRY}")
+
+
+def lower_module(module: ModuleOp, strict: bool = False) -> None:
+    """Replace the loop-level ``fuse_main`` of ``module`` (in place) by its llvm-dialect form and declarations."""
+    func = _entry_func(module)
+    if func.function_type.inputs.data or func.function_type.outputs.data:
+        raise ValueError(f"lower-loop-to-llvm: func.func @{ENTRY} must take and return nothing")
+    lowering = _Lowering(abi_layout(module), strict, reduction_ops(func))
+    new_ops = lowering.run(func)
+    block = module.body.block
+    for old in list(block.ops):
+        old.detach()
+        old.erase(safe_erase=False)
+    for op in new_ops:
+        block.add_op(op)
+
+
+@register_pass
+@dataclass(frozen=True)
+class LowerLoopToLLVM(FusePass):
+    """Lower the loop level to the llvm dialect: ``llvm.func @fuse_main`` implementing the native ABI.
+
+    Buffers become pointers plus extents, loops become blocks with phis,
+    checks become branches to error returns, ``loop.gemm`` calls BLAS and
+    ``loop.host_call`` calls back into the runtime; float adds and muls that
+    update a loop-carried accumulator get ``reassoc`` so LLVM can vectorise
+    the reduction (none with ``strict``).
+    """
+
+    name = "lower-loop-to-llvm"
+    level: ClassVar[str] = "loop"
+    example: ClassVar[str | None] = """\
+builtin.module attributes {fuse.args = [["x", "input"]], fuse.results = [["s", "export"]]} {
+  func.func @fuse_main() {
+    %x = loop.arg 0 : i64 "x" : memref<?xf64>
+    %n = loop.dim %x, 0 : i64 : memref<?xf64>
+    %s = loop.alloc() : memref<f64>
+    %zero = arith.constant 0.000000e+00 : f64
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %sum = loop.for %c0 to %n step %c1 iter_args(%zero : f64) -> f64 {
+    ^bb0(%i: index, %acc: f64):
+      %v = loop.load %x[%i] : memref<?xf64> -> f64
+      %next = arith.addf %acc, %v : f64
+      loop.yield %next : f64
+    }
+    loop.store %sum, %s[] : f64, memref<f64>
+    loop.result %s, 0 : i64 "s" : memref<f64>
+    func.return
+  }
+}
+"""
+    strict: bool = option(False, help="emit no fast-math flags at all (not even reassoc on reductions)")
+
+    def run(self, ctx: Context, module: ModuleOp, analyses: AnalysisManager) -> bool:
+        lower_module(module, strict=self.strict)
+        return True
