@@ -9,4 +9,16 @@ def compile(source: str, backend: str = "reference", **options: object) -> Runne
     return Program(source).compile(backend, **options)  # type: ignore[arg-type]
 
 
-__all__ = ["FuseError", "FuseRuntimeError", "Loc", "Program", "Runner", "compile"]
+# The pass library (fuse_mlir.passes), importable from the top level; loaded on first use.
+_PASS_API = ("FusePass", "PatternPass", "Pipeline", "option", "register_pass", "register_pipeline")
+
+
+def __getattr__(name: str) -> object:
+    if name in _PASS_API:
+        import fuse_mlir.passes
+
+        return getattr(fuse_mlir.passes, name)
+    raise AttributeError(f"module 'fuse_mlir' has no attribute '{name}'")
+
+
+__all__ = ["FuseError", "FuseRuntimeError", "Loc", "Program", "Runner", "compile", *_PASS_API]

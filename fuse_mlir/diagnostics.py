@@ -7,6 +7,10 @@ source line with a caret under the token, the way compilers do.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 _SOURCES: dict[str, str] = {}
@@ -91,3 +95,67 @@ class FuseError(Exception):
 
 class FuseRuntimeError(FuseError):
     """An error found while running a compiled program (bad inputs, gather out of range)."""
+
+
+# --------------------------------------------------------------------------
+# Non-fatal diagnostics: warnings and remarks from passes and tools
+# --------------------------------------------------------------------------
+
+SEVERITIES = ("error", "warning", "note", "remark")
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One message with a severity (``error``, ``warning``, ``note``, ``remark``) and an optional location."""
+
+    severity: str
+    message: str
+    loc: Loc | None = None
+
+    def render(self) -> str:
+        """``file:line:col: severity: message`` and the caret lines (just ``severity: message`` if unlocated)."""
+        if self.loc is None or self.loc.line <= 0:
+            return f"{self.severity}: {self.message}"
+        shown = self.loc.render()
+        head = f"{self.loc}: {self.severity}: {self.message}"
+        return f"{head}\n{shown}" if shown else head
+
+
+DiagnosticHandler = Callable[[Diagnostic], None]
+
+
+def _print_diagnostic(diag: Diagnostic) -> None:
+    print(diag.render(), file=sys.stderr)
+
+
+_HANDLER: ContextVar[DiagnosticHandler] = ContextVar("fuse_mlir_diagnostic_handler", default=_print_diagnostic)
+
+
+def emit(diag: Diagnostic) -> None:
+    """Report a non-fatal diagnostic to the current handler (by default: printed to stderr)."""
+    _HANDLER.get()(diag)
+
+
+def warning(message: str, loc: Loc | None = None) -> None:
+    """Report a warning (compilation goes on)."""
+    emit(Diagnostic("warning", message, loc))
+
+
+def remark(message: str, loc: Loc | None = None) -> None:
+    """Report a remark: information a pass gives about what it did."""
+    emit(Diagnostic("remark", message, loc))
+
+
+@contextmanager
+def diagnostic_handler(handler: DiagnosticHandler) -> Iterator[None]:
+    """Send the diagnostics emitted inside the ``with`` block to ``handler`` instead of stderr."""
+    token = _HANDLER.set(handler)
+    try:
+        yield
+    finally:
+        _HANDLER.reset(token)
+
+
+def error_diagnostics(err: FuseError) -> list[Diagnostic]:
+    """A :class:`FuseError` as diagnostics: the error, then its notes."""
+    return [Diagnostic("error", err.message, err.loc)] + [Diagnostic("note", n, loc) for n, loc in err.notes]

@@ -8,9 +8,11 @@ and a caret, never as a Python traceback.
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 from xdsl.context import Context
 from xdsl.dialects.arith import Arith
-from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.builtin import Builtin, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import AttributeInvT
 from xdsl.parser import Parser, UnresolvedOperand
@@ -113,8 +115,39 @@ def _parse_message(err: ParseError) -> str:
     return msg or "syntax error"
 
 
-def _verify(module: ModuleOp, parser: _LocatingParser, filename: str) -> None:
-    """Verify ``module``; on failure, locate the first op that fails on its own."""
+# Where each parsed op came from: its first token's span (converted to a Loc only when asked,
+# since counting lines for every op would make parsing quadratic) or a Loc set by a pass.
+_OP_LOCS: WeakKeyDictionary[Operation, tuple[Span, str] | Loc] = WeakKeyDictionary()
+
+
+def op_loc(op: Operation) -> Loc | None:
+    """Where ``op`` comes from: its position in parsed MLIR text, else its ``loc`` attribute, else None."""
+    entry = _OP_LOCS.get(op)
+    if isinstance(entry, Loc):
+        return entry
+    if entry is not None:
+        return span_loc(*entry)
+    attr = op.attributes.get("loc")
+    if isinstance(attr, StringAttr):
+        try:
+            return Loc.decode(attr.data)
+        except ValueError:
+            return None
+    return None
+
+
+def set_op_loc(op: Operation, loc: Loc | None) -> None:
+    """Give ``op`` (typically one a pass created) the location diagnostics about it should point at."""
+    if loc is not None:
+        _OP_LOCS[op] = loc
+
+
+def verify_module(module: Operation, context: str = "", fallback: Loc | None = None) -> None:
+    """Verify ``module``; on failure raise a :class:`FuseError` located at the first op that fails on its own.
+
+    ``context`` prefixes the message (e.g. ``"after pass 'cse': "``); ``fallback`` is the location used
+    when no single op fails on its own.
+    """
     try:
         module.verify()
     except (DiagnosticException, ValueError) as err:
@@ -123,13 +156,11 @@ def _verify(module: ModuleOp, parser: _LocatingParser, filename: str) -> None:
             try:
                 op.verify(verify_nested_ops=False)
             except (DiagnosticException, ValueError) as op_err:
-                entry = parser.op_spans.get(id(op))
-                loc = span_loc(entry[1], filename) if entry is not None else None
                 detail = _message(op_err)
                 if not detail.startswith(op.name):
                     detail = f"{op.name}: {detail}"
-                raise FuseError(detail, loc) from None
-        raise FuseError(message, Loc(filename, 1, 1)) from None
+                raise FuseError(context + detail, op_loc(op)) from None
+        raise FuseError(context + message, fallback) from None
 
 
 def parse_mlir(text: str, filename: str = "<stdin>", *, verify: bool = True) -> ModuleOp:
@@ -151,6 +182,8 @@ def parse_mlir(text: str, filename: str = "<stdin>", *, verify: bool = True) -> 
         loc = span_loc(parser._current_token.span, filename) if parser is not None else Loc(filename, 1, 1)
         raise FuseError(_message(err), loc) from None
     assert parser is not None
+    for op, span in parser.op_spans.values():
+        _OP_LOCS[op] = (span, filename)
     if verify:
-        _verify(module, parser, filename)
+        verify_module(module, fallback=Loc(filename, 1, 1))
     return module

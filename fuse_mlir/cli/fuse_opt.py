@@ -1,14 +1,19 @@
 """The ``fuse-opt`` command: the mlir-opt of fuse_mlir.
 
-    fuse-opt prog.fuse                      # the program lowered to tensor_eq MLIR
-    fuse-opt prog.mlir --print-op-generic   # parse, verify and re-print MLIR text
-    fuse-opt - < prog.mlir -o out.mlir
+    fuse-opt prog.fuse                              # the program lowered to tensor_eq MLIR
+    fuse-opt prog.mlir -p canonicalize,cse          # run passes on MLIR text
+    fuse-opt prog.fuse -p O2 --emit=dot             # the optimised dataflow graph
+    fuse-opt bad.mlir --verify-diagnostics --split-input-file
+    fuse-opt --list-passes
 
-Input is a `.fuse` program or MLIR text (chosen by ``--input-format``, else
-by the file extension, else by sniffing the text). MLIR text is parsed in
-:func:`fuse_mlir.ir.make_context`'s context and verified; any parse or
-verify error is a located diagnostic and exit status 1. Passes and further
-``--emit`` levels plug in at :func:`transform`.
+Input is a `.fuse` program or MLIR text at any level (chosen by
+``--input-format``, else by the file extension, else by sniffing the text).
+MLIR text is parsed in :func:`fuse_mlir.ir.make_context`'s context and
+verified. The ``-p`` pipeline runs next (with the requested instruments),
+then the lowering to the ``--emit`` level if one is asked for, then the
+module is printed. The pass registry (and its plug-ins) loads only when a
+flag needs it, so plain parse-and-print stays as fast as before. Every
+user error is a located diagnostic and exit status 1 (see docs/fuse-opt.md).
 """
 
 from __future__ import annotations
@@ -17,18 +22,24 @@ import argparse
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from fuse_mlir.cli.common import ArgumentParser, read_text, run_main, version_string, write_text
-from fuse_mlir.diagnostics import FuseError
+from fuse_mlir.cli.expected_diagnostics import check_diagnostics, parse_expected
+from fuse_mlir.diagnostics import Diagnostic, FuseError, diagnostic_handler, error_diagnostics
 from fuse_mlir.dialects.tensor_eq import element_type
-from fuse_mlir.ir import parse_mlir
+from fuse_mlir.ir import parse_mlir, verify_module
+from fuse_mlir.passes.graph import to_dot
+from fuse_mlir.passes.instruments import PrintIR, Timing, VerifyEach
+from fuse_mlir.passes.levels import DOT, all_levels, lowering_spec, module_level
+from fuse_mlir.passes.pipeline import Pipeline
+from fuse_mlir.passes.registry import all_passes, all_pipelines
 from fuse_mlir.program import Program, print_module
 
-EMIT_LEVELS = ("tensor_eq",)
 INPUT_FORMATS = ("auto", "fuse", "mlir")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # The start of MLIR text (after comments): a module in custom or generic form, or an op result.
@@ -38,14 +49,59 @@ _MLIR_START = re.compile(r'(?:builtin\.module|module)(?![\w.]|\s*[\[(=])|"builti
 def build_parser() -> ArgumentParser:
     """The ``fuse-opt`` argument parser."""
     parser = ArgumentParser(
-        prog="fuse-opt", description="Lower .fuse programs to MLIR, or parse, verify and re-print MLIR text."
+        prog="fuse-opt",
+        description="Lower .fuse programs to MLIR, run pass pipelines on any level, print, verify and draw the IR.",
     )
     parser.add_argument("input", nargs="?", default="-", help="a .fuse or .mlir file ('-' or absent: stdin)")
     parser.add_argument("-o", "--output", metavar="PATH", help="write the result to PATH instead of stdout")
     parser.add_argument(
-        "--emit", choices=EMIT_LEVELS, default="tensor_eq", help="the IR level to print (default: tensor_eq)"
+        "-p",
+        "--pass-pipeline",
+        metavar="PIPELINE",
+        default="",
+        help="passes to run, e.g. 'canonicalize,cse' or 'my-pass{opt=1}'; a named pipeline (O2); @FILE reads a file",
+    )
+    parser.add_argument(
+        "--emit",
+        metavar="LEVEL",
+        help="lower to LEVEL (tensor_eq, or a level --list-passes shows) before printing, or 'dot' for the "
+        "dataflow graph (default: print the module at the level it is at)",
+    )
+    parser.add_argument(
+        "--view-op-graph", action="store_true", help="print the dataflow graph as Graphviz (same as --emit=dot)"
     )
     parser.add_argument("--print-op-generic", action="store_true", help="print ops in the generic MLIR form")
+    parser.add_argument("--print-ir-after-all", action="store_true", help="print the IR to stderr after every pass")
+    parser.add_argument("--print-ir-before-all", action="store_true", help="print the IR to stderr before every pass")
+    parser.add_argument(
+        "--print-ir-after",
+        action="append",
+        default=[],
+        metavar="PASS",
+        help="print the IR to stderr after each run of PASS (repeatable, or comma-separated)",
+    )
+    parser.add_argument(
+        "--print-ir-before",
+        action="append",
+        default=[],
+        metavar="PASS",
+        help="print the IR to stderr before each run of PASS (repeatable, or comma-separated)",
+    )
+    parser.add_argument("--timing", action="store_true", help="report the wall time of each pass on stderr")
+    parser.add_argument("--verify-each", action="store_true", help="verify the IR after every pass")
+    parser.add_argument(
+        "--split-input-file",
+        action="store_true",
+        help="process each chunk between '// -----' (MLIR) or '# -----' (.fuse) lines on its own",
+    )
+    parser.add_argument(
+        "--verify-diagnostics",
+        action="store_true",
+        help="check diagnostics against expected-error/warning/note/remark annotations in comments",
+    )
+    parser.add_argument(
+        "--list-passes", action="store_true", help="list the passes, their options, named pipelines and levels"
+    )
     parser.add_argument(
         "--input-format",
         choices=INPUT_FORMATS,
@@ -120,11 +176,8 @@ def lower_fuse(text: str, filename: str, dtypes: Mapping[str, np.dtype]) -> Modu
     return module
 
 
-def load_module(args: argparse.Namespace) -> ModuleOp:
+def load_module(text: str, filename: str, fmt: str, dtypes: Mapping[str, np.dtype]) -> ModuleOp:
     """The input as a verified module, whichever format it is in."""
-    text, filename = read_text(args.input)
-    fmt = input_format(args.input, text, args.input_format)
-    dtypes = parse_dtype_args(args.input_dtype)
     if fmt == "fuse":
         return lower_fuse(text, filename, dtypes)
     if dtypes:
@@ -132,17 +185,156 @@ def load_module(args: argparse.Namespace) -> ModuleOp:
     return parse_mlir(text, filename)
 
 
-def transform(module: ModuleOp, args: argparse.Namespace) -> ModuleOp:
-    """Bring ``module`` to the ``--emit`` level (tensor_eq is where lowering and parsing leave it)."""
-    assert args.emit == "tensor_eq"
-    return module
+def split_chunks(text: str, comment: str) -> list[tuple[int, str]]:
+    """``text`` cut at lines ``<comment> -----``: (number of lines before the chunk, chunk text) per chunk."""
+    separator = re.compile(rf"\s*{re.escape(comment)} -----\s*\Z")
+    chunks: list[tuple[int, str]] = []
+    start, current = 0, []
+    for number, line in enumerate(text.splitlines(keepends=True)):
+        if separator.match(line):
+            chunks.append((start, "".join(current)))
+            start, current = number + 1, []
+        else:
+            current.append(line)
+    chunks.append((start, "".join(current)))
+    return chunks
+
+
+def _names(values: Sequence[str]) -> set[str]:
+    return {n.strip() for v in values for n in v.split(",") if n.strip()}
+
+
+class Driver:
+    """One ``fuse-opt`` run: the pipeline and instruments built from the flags, applied to each input chunk."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.emit = DOT if args.view_op_graph else args.emit
+        self.timing = Timing() if args.timing else None
+        spec = args.pass_pipeline.strip()
+        with self._measure("pipeline parsing"):
+            self.pipeline = Pipeline.parse(spec) if spec else Pipeline()
+        if args.verify_each:
+            self.pipeline.instrument(VerifyEach())
+        before, after = _names(args.print_ir_before), _names(args.print_ir_after)
+        if args.print_ir_after_all or args.print_ir_before_all or before or after:
+            self.pipeline.instrument(
+                PrintIR(
+                    after_all=args.print_ir_after_all,
+                    before_all=args.print_ir_before_all,
+                    after=after,
+                    before=before,
+                    generic=args.print_op_generic,
+                )
+            )
+        if self.timing is not None:
+            self.pipeline.instrument(self.timing)  # last: closest to the pass, so it times the pass alone
+
+    def _measure(self, label: str) -> AbstractContextManager[None]:
+        return self.timing.measure(label) if self.timing is not None else nullcontext()
+
+    def process(self, text: str, filename: str, fmt: str, dtypes: Mapping[str, np.dtype]) -> str:
+        """Parse, transform and print one chunk."""
+        with self._measure("parsing"):
+            module = load_module(text, filename, fmt, dtypes)
+        if self.pipeline.passes:
+            self.pipeline.run(module)
+            if not self.args.verify_each:
+                verify_module(module, "IR does not verify after the pass pipeline (--verify-each finds the pass): ")
+        if self.emit not in (None, DOT):
+            spec = lowering_spec(module_level(module), self.emit)
+            if spec:
+                lowering = Pipeline.parse(spec, source=f"<lowering to {self.emit}>", hooks=self.pipeline.hooks)
+                lowering.run(module)
+                verify_module(module, f"IR does not verify after lowering to {self.emit}: ")
+        with self._measure("output"):
+            if self.emit == DOT:
+                return to_dot(module)
+            return print_module(module, generic=self.args.print_op_generic)
+
+    def run(self) -> int:
+        args = self.args
+        text, filename = read_text(args.input)
+        fmt = input_format(args.input, text, args.input_format)
+        dtypes = parse_dtype_args(args.input_dtype)
+        comment = "#" if fmt == "fuse" else "//"
+        chunks = split_chunks(text, comment) if args.split_input_file else [(0, text)]
+        outputs: list[str] = []
+        failed = False
+        for lines_before, chunk in chunks:
+            chunk = "\n" * lines_before + chunk  # line numbers stay those of the whole file
+            if args.verify_diagnostics:
+                output, ok = self._verify_chunk(chunk, filename, fmt, dtypes, comment)
+            else:
+                output, ok = self._run_chunk(chunk, filename, fmt, dtypes)
+            failed |= not ok
+            if output is not None:
+                outputs.append(output)
+        if outputs:
+            write_text(args.output, "// -----\n".join(outputs))
+        if self.timing is not None:
+            sys.stderr.write(self.timing.report())
+        return 1 if failed else 0
+
+    def _run_chunk(self, text: str, filename: str, fmt: str, dtypes: Mapping[str, np.dtype]) -> tuple[str | None, bool]:
+        try:
+            return self.process(text, filename, fmt, dtypes), True
+        except FuseError as err:
+            print(str(err), file=sys.stderr)
+            return None, False
+
+    def _verify_chunk(
+        self, text: str, filename: str, fmt: str, dtypes: Mapping[str, np.dtype], comment: str
+    ) -> tuple[str | None, bool]:
+        produced: list[Diagnostic] = []
+        output = None
+        with diagnostic_handler(produced.append):
+            try:
+                output = self.process(text, filename, fmt, dtypes)
+            except FuseError as err:
+                produced.extend(error_diagnostics(err))
+        problems = check_diagnostics(parse_expected(text, filename, comment), produced, filename)
+        for problem in problems:
+            print(problem.render(), file=sys.stderr)
+        return output, not problems
+
+
+def list_passes_text() -> str:
+    """``--list-passes``: every pass with its level, description and options; named pipelines; levels."""
+    lines = ["Passes:"]
+    for info in all_passes():
+        origin = "" if info.origin == "fuse_mlir" else f" (from {info.origin})"
+        lines.append(f"  {info.name}  [level: {info.level}]{origin}")
+        lines.extend(f"      {row}" if row else "" for row in info.description.splitlines())
+        for opt in info.options:
+            default = "required" if opt.required else f"default {opt.default_text()}"
+            help_text = f"  {opt.help}" if opt.help else ""
+            lines.append(f"      --{opt.name}=<{opt.type}>  ({default}){help_text}")
+    lines += ["", "Named pipelines (-p NAME):"]
+    for named in all_pipelines():
+        lines.append(f"  {named.name}  [level: {named.level}]  {named.spec}")
+        lines.append(f"      {named.description}")
+    lines += ["", "Levels (--emit=LEVEL):"]
+    for level in all_levels():
+        lowering = level.lowering or "(none: the input level)"
+        lines.append(f"  {level.name}  lowering: {lowering}")
+        if level.description:
+            lines.append(f"      {level.description}")
+    lines.append(f"  {DOT}  the dataflow graph of the module after the pipeline, as Graphviz text")
+    return "\n".join(lines) + "\n"
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
-    module = transform(load_module(args), args)
-    write_text(args.output, print_module(module, generic=args.print_op_generic))
-    return 0
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.emit is not None:
+        choices = [lv.name for lv in all_levels()] + [DOT]
+        if args.emit not in choices:
+            parser.error(f"argument --emit: invalid choice: '{args.emit}' (choose from {', '.join(choices)})")
+    if args.list_passes:
+        write_text(args.output, list_passes_text())
+        return 0
+    return Driver(args).run()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

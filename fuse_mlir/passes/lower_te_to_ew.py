@@ -89,20 +89,28 @@ class TeToEw:
         loc: str = "",
     ) -> SSAValue:
         dims = list(parallel) + list(reduction)
-        maps = [[dims.index(n) for n in i.names] for i in ins]
-        region, block = ew.GenericOp.make_body([i.value for i in ins], list(tables))
+        # Scalar constants become immediates in the body (so `x ** 2` can be `x * x`, and nothing is loaded).
+        scalars = {k: _scalar_constant(i.value) for k, i in enumerate(ins)}
+        mapped = [i for k, i in enumerate(ins) if scalars[k] is None]
+        maps = [[dims.index(n) for n in i.names] for i in mapped]
+        region, block = ew.GenericOp.make_body([i.value for i in mapped], list(tables))
         body = Body(block)
-        nin = len(ins)
+        nin = len(mapped)
 
         def idx(name: str) -> SSAValue:
             return body.add(ew.IndexOp(dims.index(name)))
 
-        result = body_fn(body, list(block.args[:nin]), list(block.args[nin:]), idx)
+        args: list[SSAValue] = []
+        it = iter(block.args[:nin])
+        for k, i in enumerate(ins):
+            c = scalars[k]
+            args.append(next(it) if c is None else body.const(c, i.dtype))
+        result = body_fn(body, args, list(block.args[nin:]), idx)
         block.add_op(ew.YieldOp(result))
         shape = [te.DYNAMIC] * len(parallel)
         op = self.emit(
             ew.GenericOp(
-                [i.value for i in ins],
+                [i.value for i in mapped],
                 list(tables),
                 [extents[n] for n in dims],
                 maps,
@@ -727,6 +735,14 @@ class TeToEw:
             return self.emit(arith.MinSIOp(c(start), last)).results[0]
         shifted = self.emit(arith.AddiOp(n, c(start))).results[0]
         return self.emit(arith.MaxSIOp(shifted, c(-1))).results[0]
+
+
+def _scalar_constant(value: SSAValue) -> float | int | None:
+    """The value of a rank-0 ``te.constant`` (a literal), else None."""
+    op = value.owner
+    if isinstance(op, te.ConstantOp) and op.result.type.get_num_dims() == 0:  # type: ignore[attr-defined]
+        return te.dense_value(op.value).item()
+    return None
 
 
 def _offset_base(a: str) -> tuple[str, int]:

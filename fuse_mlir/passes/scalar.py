@@ -131,6 +131,16 @@ class Body:
             assert f, "integer true division is lowered through float"
             return self.add(arith.DivfOp(a, b))
         if op == "pow":
+            k = _constant_of(b)
+            if k is not None and float(k) in (1.0, 2.0, 3.0, 4.0):
+                # Small integer exponents are products: what pow returns for them, and vectorisable.
+                n = int(k)
+                if n == 1:
+                    return a
+                sq = self.binary("mul", a, a, dtype)
+                if n == 2:
+                    return sq
+                return self.binary("mul", sq, a if n == 3 else sq, dtype)
             if f:
                 return self.add(xmath.PowFOp(a, b))
             # Integer powers go through float64: exact while the result fits in 53 bits.
@@ -290,6 +300,14 @@ class Body:
             dtype,
         )
         return self.binary("add", left, right, dtype)
+
+
+def _constant_of(v: SSAValue) -> float | int | None:
+    """The value of an ``arith.constant`` scalar, else None."""
+    op = v.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, FloatAttr | IntegerAttr):
+        return op.value.value.data
+    return None
 
 
 def float_type(dtype: np.dtype) -> AnyFloat:

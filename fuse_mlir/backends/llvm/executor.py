@@ -21,6 +21,7 @@ from fuse_mlir.diagnostics import Loc
 from fuse_mlir.frontend.lower import Lowered
 from fuse_mlir.interp.reference import RunResult
 from fuse_mlir.ir import make_context
+from fuse_mlir.passes.expand_math import ExpandMath
 from fuse_mlir.passes.fuse_elementwise import FuseElementwise
 from fuse_mlir.passes.lower_ew_to_loop import LowerEwToLoop
 from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
@@ -42,13 +43,19 @@ _CACHE: dict[str, CompiledProgram] = {}
 _LOCK = threading.Lock()
 
 
-def lower_to_loop(te_module: ModuleOp, fuse: bool = True) -> ModuleOp:
-    """A copy of a tensor_eq module lowered to the loop level (with elemwise fusion unless ``fuse`` is off)."""
+def lower_to_loop(te_module: ModuleOp, fuse: bool = True, strict: bool = False) -> ModuleOp:
+    """A copy of a tensor_eq module lowered to the loop level.
+
+    Elemwise fusion runs unless ``fuse`` is off; ``exp`` is expanded into
+    vectorisable code unless ``strict`` (which keeps libm and IEEE order).
+    """
     module = te_module.clone()
     ctx = make_context()
     LowerTeToEw().apply(ctx, module)
     if fuse:
         FuseElementwise().apply(ctx, module)
+    if not strict:
+        ExpandMath().apply(ctx, module)
     LowerEwToLoop().apply(ctx, module)
     module.verify()
     return module
@@ -77,7 +84,7 @@ def compile_program(
         if hit is not None:
             return hit
     t0 = time.perf_counter()
-    loop_module = lower_to_loop(te_module, fuse)
+    loop_module = lower_to_loop(te_module, fuse, strict)
     kernel = NativeKernel(loop_module, strict=strict)
     args = [_strings(e) for e in loop_module.attributes["fuse.args"].data]  # type: ignore[union-attr]
     results = []
