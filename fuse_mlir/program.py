@@ -82,7 +82,7 @@ class Program:
 
     # -- compile -----------------------------------------------------------
 
-    def compile(self, backend: str = "reference", *, out_root: str | Path | None = None, **options: Any) -> Runner:
+    def compile(self, backend: str = "llvm", *, out_root: str | Path | None = None, **options: Any) -> Runner:
         """A runner for ``backend`` (``reference`` or ``llvm``); sinks write under ``out_root`` (default: cwd).
 
         ``options`` go to the backend (for llvm: ``strict=True`` keeps IEEE

@@ -728,3 +728,11 @@ def test_custom_pass_example_script(tmp_path: Path) -> None:
     assert "// after fold-add-neg: te.map ops {'add': 2, 'eq': 1, 'relu': 1, 'sub': 1}" in res.stdout
     assert 'te.map "sub"' in res.stdout
     assert res.stdout.rstrip().endswith("// exports unchanged: True (Logits, P, LogZ, LogP, Pred)")
+
+
+def test_pass_api_at_top_level() -> None:
+    import fuse_mlir
+
+    assert fuse_mlir.Pipeline is Pipeline and fuse_mlir.register_pass is register_pass
+    with pytest.raises(AttributeError):
+        _ = fuse_mlir.no_such_thing  # type: ignore[attr-defined]

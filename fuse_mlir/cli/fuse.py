@@ -48,8 +48,8 @@ def build_parser() -> ArgumentParser:
     )
     run.add_argument(
         "--backend",
-        default="reference",
-        help=f"the backend to run on (default: reference; known: {', '.join(BACKENDS)})",
+        default="llvm",
+        help=f"the backend to run on (default: llvm; known: {', '.join(BACKENDS)})",
     )
     shown = run.add_mutually_exclusive_group()
     shown.add_argument(

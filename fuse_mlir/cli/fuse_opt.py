@@ -241,8 +241,9 @@ class Driver:
             self.pipeline.run(module)
             if not self.args.verify_each:
                 verify_module(module, "IR does not verify after the pass pipeline (--verify-each finds the pass): ")
-        if self.emit not in (None, DOT):
-            spec = lowering_spec(module_level(module), self.emit)
+        target = "llvm-dialect" if self.emit in TEXT_LEVELS else self.emit
+        if target not in (None, DOT):
+            spec = lowering_spec(module_level(module), target)
             if spec:
                 lowering = Pipeline.parse(spec, source=f"<lowering to {self.emit}>", hooks=self.pipeline.hooks)
                 lowering.run(module)
@@ -250,6 +251,8 @@ class Driver:
         with self._measure("output"):
             if self.emit == DOT:
                 return to_dot(module)
+            if self.emit in TEXT_LEVELS:
+                return TEXT_LEVELS[self.emit][1](module)
             return print_module(module, generic=self.args.print_op_generic)
 
     def run(self) -> int:
@@ -320,15 +323,43 @@ def list_passes_text() -> str:
         lines.append(f"  {level.name}  lowering: {lowering}")
         if level.description:
             lines.append(f"      {level.description}")
+    for name, (description, _) in TEXT_LEVELS.items():
+        lines.append(f"  {name}  {description}")
     lines.append(f"  {DOT}  the dataflow graph of the module after the pipeline, as Graphviz text")
     return "\n".join(lines) + "\n"
+
+
+def _llvm_ir(module: ModuleOp) -> str:
+    from fuse_mlir.backends.llvm.emit import emit_llvm_ir
+
+    return emit_llvm_ir(module)
+
+
+def _llvm_ir_opt(module: ModuleOp) -> str:
+    from fuse_mlir.backends.llvm.jit import optimize_ir
+
+    return optimize_ir(_llvm_ir(module))
+
+
+def _asm(module: ModuleOp) -> str:
+    from fuse_mlir.backends.llvm.jit import emit_assembly
+
+    return emit_assembly(_llvm_ir(module))
+
+
+# Text outputs past the llvm dialect (not MLIR, so they cannot be read back).
+TEXT_LEVELS = {
+    "llvm-ir": ("LLVM IR text as emitted from the llvm dialect (deterministic)", _llvm_ir),
+    "llvm-ir-opt": ("the LLVM IR after the O3 pipeline for the host CPU (vectorised loops)", _llvm_ir_opt),
+    "asm": ("host assembly", _asm),
+}
 
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.emit is not None:
-        choices = [lv.name for lv in all_levels()] + [DOT]
+        choices = [lv.name for lv in all_levels()] + list(TEXT_LEVELS) + [DOT]
         if args.emit not in choices:
             parser.error(f"argument --emit: invalid choice: '{args.emit}' (choose from {', '.join(choices)})")
     if args.list_passes:

@@ -71,9 +71,7 @@ class ArgOp(IRDLOperation):
     assembly_format = "$slot $name attr-dict `:` type($result)"
 
     def __init__(self, slot: int, name: str, type: MemRefType):
-        super().__init__(
-            attributes={"slot": IntegerAttr(slot, i64), "name": StringAttr(name)}, result_types=[type]
-        )
+        super().__init__(attributes={"slot": IntegerAttr(slot, i64), "name": StringAttr(name)}, result_types=[type])
 
 
 @irdl_op_definition

@@ -19,6 +19,8 @@ The ``strict`` floating-point policy skips this pass and keeps libm.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from xdsl.context import Context
@@ -27,6 +29,8 @@ from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, IntegerAttr, IntegerType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+
+from fuse_mlir.passes.registry import register_pass
 
 _F64 = {
     "clamp": (-750.0, 710.0),
@@ -111,10 +115,13 @@ def expand_exp(op: xmath.ExpOp) -> bool:
     return True
 
 
+@register_pass
+@dataclass(frozen=True)
 class ExpandMath(ModulePass):
     """Expand math.exp into vectorisable arith code (a Cody–Waite range reduction and a polynomial)."""
 
     name = "expand-math"
+    level: ClassVar[str] = "any"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for inner in list(op.walk()):

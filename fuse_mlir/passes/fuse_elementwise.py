@@ -19,6 +19,7 @@ Values used more than once, or by a contraction, stay materialised. The
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -26,6 +27,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import elemwise as ew
+from fuse_mlir.passes.registry import register_pass
 
 
 def _mapped_uses(value: SSAValue) -> list[tuple[ew.GenericOp, int]]:
@@ -123,11 +125,13 @@ def fuse_pair(producer: ew.GenericOp, consumer: ew.GenericOp, slot: int) -> ew.G
     )
 
 
+@register_pass
 @dataclass(frozen=True)
 class FuseElementwise(ModulePass):
     """Fuse single-use elementwise maps into their consuming kernels (maps and reductions)."""
 
     name = "fuse-elementwise"
+    level: ClassVar[str] = "elemwise"
 
     max_operands: int = 32
 

@@ -95,3 +95,21 @@ register_level(
     description="equation-level tensor ops with named indices (the te dialect); where .fuse programs land",
     dialects=("te",),
 )
+register_level(
+    "elemwise",
+    "lower-te-to-ew",
+    description="positional kernels with scalar bodies (ew.generic), BLAS-able contractions, host calls",
+    dialects=("ew",),
+)
+register_level(
+    "loop",
+    "lower-ew-to-loop",
+    description="loop nests over buffers in func @fuse_main (loop dialect + arith/math), the native ABI's shape",
+    dialects=("loop",),
+)
+register_level(
+    "llvm-dialect",
+    "lower-loop-to-llvm",
+    description="xDSL's llvm dialect implementing the native entry point (docs/native-abi.md)",
+    dialects=("llvm",),
+)

@@ -54,9 +54,9 @@ from xdsl.passes import ModulePass
 
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.dialects import elemwise as ew
-from fuse_mlir.dialects.elemwise import signless
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.elemwise import signless
 from fuse_mlir.passes.registry import register_pass
 
 I1 = IntegerType(1)
@@ -102,9 +102,7 @@ def constant_entry(name: str, value: DenseIntOrFPElementsAttr) -> ArrayAttr:
     arr = te.dense_value(value)
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         bits = arr.view(np.dtype(f"i{arr.dtype.itemsize}"))
-        return ArrayAttr(
-            [StringAttr(name), StringAttr("constant"), te.dense_attr(bits), value.type.get_element_type()]
-        )
+        return ArrayAttr([StringAttr(name), StringAttr("constant"), te.dense_attr(bits), value.type.get_element_type()])
     return ArrayAttr([StringAttr(name), StringAttr("constant"), value])
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from xdsl.context import Context
@@ -26,6 +27,7 @@ from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.passes.registry import register_pass
 from fuse_mlir.passes.scalar import Body
 
 BodyFn = Callable[[Body, list[SSAValue], list[SSAValue], Callable[[str], SSAValue]], SSAValue]
@@ -755,10 +757,13 @@ def _offset_base(a: str) -> tuple[str, int]:
     return a, 0
 
 
+@register_pass
+@dataclass(frozen=True)
 class LowerTeToEw(ModulePass):
     """Lower tensor_eq compute ops to elemwise kernels (ew.generic / ew.contract / ew.host_call)."""
 
     name = "lower-te-to-ew"
+    level: ClassVar[str] = "tensor_eq"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         new = TeToEw(op).run()
