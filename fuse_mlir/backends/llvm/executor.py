@@ -21,6 +21,7 @@ from fuse_mlir.diagnostics import Loc
 from fuse_mlir.frontend.lower import Lowered
 from fuse_mlir.interp.reference import RunResult
 from fuse_mlir.ir import make_context
+from fuse_mlir.passes.contract_order import ContractOrder
 from fuse_mlir.passes.expand_math import ExpandMath
 from fuse_mlir.passes.fuse_elementwise import FuseElementwise
 from fuse_mlir.passes.lower_ew_to_loop import LowerEwToLoop
@@ -46,11 +47,13 @@ _LOCK = threading.Lock()
 def lower_to_loop(te_module: ModuleOp, fuse: bool = True, strict: bool = False) -> ModuleOp:
     """A copy of a tensor_eq module lowered to the loop level.
 
-    Elemwise fusion runs unless ``fuse`` is off; ``exp`` is expanded into
+    Multi-operand contractions are split in the cheapest pairwise order,
+    elemwise fusion runs unless ``fuse`` is off; ``exp`` is expanded into
     vectorisable code unless ``strict`` (which keeps libm and IEEE order).
     """
     module = te_module.clone()
     ctx = make_context()
+    ContractOrder().apply(ctx, module)
     LowerTeToEw().apply(ctx, module)
     if fuse:
         FuseElementwise().apply(ctx, module)

@@ -1,0 +1,92 @@
+"""Split products of three or more tensors into a chain of pairwise contractions, in the cheapest order.
+
+A sum-projected ``te.contract`` of n ≥ 3 operands (``A[i,j] B[j,k] C[k,l]``)
+is one n-way loop nest if left alone: O(∏ extents) work. Contracting pairs
+in a good order is O(sum of pairwise costs) and each pair can go to BLAS.
+The order comes from opt_einsum's path search (``optimal`` for up to
+``max-optimal`` operands, else ``greedy``) on the extents known at compile
+time; extents known only at run time count as ``assumed-extent``. Each
+intermediate keeps exactly the indices still needed later (by another
+operand or the result). Only ``sum`` splits: max/min/mean of a product do not
+distribute over the factors.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import ClassVar
+
+import opt_einsum
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+
+from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.interp.dtypes import contract_dtype
+from fuse_mlir.passes.registry import register_pass
+
+
+@register_pass
+@dataclass(frozen=True)
+class ContractOrder(ModulePass):
+    """Split n-way sum contractions (n ≥ 3) into pairwise ones in the order opt_einsum finds cheapest."""
+
+    name = "contract-order"
+    level: ClassVar[str] = "tensor_eq"
+
+    assumed_extent: int = 64
+    max_optimal: int = 6
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for inner in list(op.walk()):
+            if isinstance(inner, te.ContractOp) and inner.projection.data == "sum" and len(inner.inputs) >= 3:
+                self.split(inner)
+
+    def split(self, op: te.ContractOp) -> None:
+        names = te.names_of_each(op.operand_indices)
+        out = te.names_of(op.indices)
+        if any(len(set(ns)) != len(ns) for ns in names):
+            return  # repeated names (diagonals) stay whole
+        every = list(dict.fromkeys(n for ns in names for n in ns))
+        if len(every) > len(string.ascii_letters):
+            return
+        letter = {n: string.ascii_letters[k] for k, n in enumerate(every)}
+        extents: dict[str, int] = {}
+        for v, ns in zip(op.inputs, names):
+            for n, s in zip(ns, v.type.get_shape()):  # type: ignore[attr-defined]
+                if s >= 0:
+                    extents.setdefault(n, s)
+        shapes = [tuple(extents.get(n, self.assumed_extent) for n in ns) for ns in names]
+        spec = ",".join("".join(letter[n] for n in ns) for ns in names) + "->" + "".join(letter[n] for n in out)
+        strategy = "optimal" if len(names) <= self.max_optimal else "greedy"
+        path, _ = opt_einsum.contract_path(spec, *shapes, shapes=True, optimize=strategy)
+        operands: list[tuple[SSAValue, tuple[str, ...]]] = list(zip(op.inputs, names))
+        block = op.parent_block()
+        assert block is not None
+        for step in path:
+            picked = [operands[k] for k in step]
+            for k in sorted(step, reverse=True):
+                operands.pop(k)
+            later = {n for _, ns in operands for n in ns} | set(out)
+            keep = [n for n in dict.fromkeys(n for _, ns in picked for n in ns) if n in later]
+            if len(operands) == 0:
+                keep = list(out)
+            dtype = contract_dtype([te.dtype_of(v) for v, _ in picked], "sum")
+            shape = [extents.get(n, te.DYNAMIC) for n in keep]
+            new = te.ContractOp(
+                [v for v, _ in picked], [ns for _, ns in picked], keep, "sum", te.tensor_type(dtype, shape)
+            )
+            block.insert_op_before(new, op)
+            operands.append((new.result, tuple(keep)))
+        assert len(operands) == 1
+        final, final_names = operands[0]
+        if tuple(final_names) != tuple(out) or final.type != op.result.type:
+            # A last permutation (and cast to the original type) as a one-operand contraction.
+            fix = te.ContractOp([final], [final_names], out, "sum", op.result.type)  # type: ignore[arg-type]
+            block.insert_op_before(fix, op)
+            final = fix.result
+        op.result.replace_all_uses_with(final)
+        op.detach()
+        op.erase()
