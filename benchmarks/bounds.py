@@ -1,0 +1,78 @@
+"""Lower bounds on each workload's run time from the machine limits of DESIGN.md §6.
+
+Three bounds, the largest wins:
+
+- memory: bytes moved (every input read once, the output written once)
+  / 33.6 GB/s (read+write, 2 threads), or / 36.2 GB/s when the output is
+  under 1% of the bytes (read-only streaming);
+- exp: number of exp evaluations × XLA's vector exp per element per core
+  (0.92 ns float64, 0.28 ns float32) / 2 cores;
+- BLAS: matrix-product flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32).
+
+The limits were measured on a 2-core AMD EPYC Zen 3 (AVX2); on another
+machine they are a reference point, not a measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MEM_RW_GBPS = 33.6
+MEM_RO_GBPS = 36.2
+CORES = 2
+EXP_NS = {"float64": 0.92, "float32": 0.28}
+GEMM_GFLOPS = {"float64": 84.0, "float32": 187.0}
+
+FORMULAS = (
+    "memory: (input bytes + output bytes) / 33.6 GB/s, or / 36.2 GB/s when the output is < 1% of the bytes moved",
+    "exp: n_exp × t_exp / 2 cores, t_exp = 0.92 ns (float64) or 0.28 ns (float32) per element per core (XLA's vector exp)",
+    "BLAS: 2·M·K·N flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32) (OpenBLAS GEMM, 2 threads)",
+    "bound = the largest of those that apply; % of bound = bound / fuse-llvm median time",
+)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A lower bound on run time and which limit sets it."""
+
+    seconds: float
+    kind: str
+
+
+def _n_exp(name: str, inputs: dict[str, np.ndarray]) -> int:
+    if name in ("exp_mul_add", "sum_exp_mul_add", "row_softmax", "row_logsumexp"):
+        return int(inputs["X"].size)
+    return 0
+
+
+def _gemm_flops(name: str, inputs: dict[str, np.ndarray]) -> int:
+    if name == "relu_matmul_bias":
+        m, k = inputs["W"].shape
+        return 2 * m * k * int(inputs["X"].shape[1])
+    if name == "contract3":
+        i, j, k = inputs["A"].shape
+        return 2 * i * j * k * int(inputs["B"].shape[2])
+    return 0
+
+
+# Workloads without a bound: call_overhead measures the per-call cost, not throughput.
+_NO_BOUND: set[str] = {"call_overhead"}
+
+
+def bound(name: str, inputs: dict[str, np.ndarray], output: np.ndarray, dtype: str) -> Bound | None:
+    """The run-time lower bound of workload ``name`` on ``inputs`` producing ``output`` (None: not meaningful)."""
+    if name in _NO_BOUND:
+        return None
+    read = sum(int(v.nbytes) for v in inputs.values())
+    written = int(np.asarray(output).nbytes) if np.ndim(output) else 0
+    gbps = MEM_RO_GBPS if written < 0.01 * (read + written) else MEM_RW_GBPS
+    candidates = [Bound((read + written) / (gbps * 1e9), "memory")]
+    n_exp = _n_exp(name, inputs)
+    if n_exp:
+        candidates.append(Bound(n_exp * EXP_NS[dtype] * 1e-9 / CORES, "exp"))
+    flops = _gemm_flops(name, inputs)
+    if flops:
+        candidates.append(Bound(flops / (GEMM_GFLOPS[dtype] * 1e9), "BLAS"))
+    return max(candidates, key=lambda b: b.seconds)

@@ -1,0 +1,228 @@
+"""Side-by-side median timing of every implementation, compile times, and the machine's description.
+
+Used by ``python -m benchmarks.report``. For one workload and dtype all
+implementations are prepared (compiled, warmed up, checked), then timed in
+interleaved rounds in a shuffled order, so load from other processes on a
+shared machine falls on all of them alike; each implementation's time is
+the median over rounds. Calls shorter than ``MIN_BATCH_S`` are timed in
+batches.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import platform
+import random
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from benchmarks.bounds import Bound, bound
+from benchmarks.peers import (
+    IMPLEMENTATIONS,
+    Mismatch,
+    Prepared,
+    Unavailable,
+    make_inputs,
+    prepare,
+    reference,
+    versions,
+)
+from benchmarks.workloads import Workload
+
+MIN_BATCH_S = 2e-3
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to time each (workload, dtype): target seconds over all implementations, rounds' limits."""
+
+    target_s: float
+    min_rounds: int
+    max_rounds: int
+
+
+FULL = Budget(target_s=4.0, min_rounds=7, max_rounds=300)
+QUICK = Budget(target_s=0.6, min_rounds=3, max_rounds=30)
+
+
+@dataclass
+class ImplResult:
+    """One implementation's outcome on one workload and dtype."""
+
+    impl: str
+    status: str = "ok"  # ok | unavailable | mismatch | error
+    median_s: float | None = None
+    first_call_s: float | None = None
+    note: str = ""
+
+    @property
+    def compile_estimate_s(self) -> float | None:
+        """First call minus a steady call: the one-time compile (and first-touch) cost."""
+        if self.median_s is None or self.first_call_s is None:
+            return None
+        return max(self.first_call_s - self.median_s, 0.0)
+
+
+@dataclass
+class WorkloadResult:
+    """All implementations on one workload and dtype, with the run-time bound."""
+
+    workload: str
+    dtype: str
+    impls: dict[str, ImplResult] = field(default_factory=dict)
+    bound: Bound | None = None
+
+
+@dataclass
+class CompileResult:
+    """fuse-llvm compile times of one workload's program for one dtype."""
+
+    workload: str
+    dtype: str
+    cold_s: float  # Program(src) + lower + compile_program(cache=False)
+    backend_s: float  # CompiledProgram.compile_seconds of the cold compile (passes + LLVM)
+    warm_s: float  # Program(src) + lower + compile_program(cache=True), a cache hit
+
+
+def time_side_by_side(prepared: dict[str, Prepared], budget: Budget, seed: int = 0) -> dict[str, float]:
+    """Median seconds per call of each prepared implementation, timed in interleaved shuffled rounds."""
+    if not prepared:
+        return {}
+    estimate: dict[str, float] = {}
+    for name, p in prepared.items():
+        t0 = time.perf_counter()
+        p.call()
+        estimate[name] = max(time.perf_counter() - t0, 1e-7)
+    inner = {name: max(1, min(100_000, math.ceil(MIN_BATCH_S / t))) for name, t in estimate.items()}
+    round_s = sum(inner[n] * estimate[n] for n in prepared)
+    rounds = max(budget.min_rounds, min(budget.max_rounds, math.ceil(budget.target_s / round_s)))
+    samples: dict[str, list[float]] = {n: [] for n in prepared}
+    order = list(prepared)
+    rng = random.Random(seed)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            rng.shuffle(order)
+            for name in order:
+                call, k = prepared[name].call, inner[name]
+                t0 = time.perf_counter()
+                for _ in range(k):
+                    call()
+                samples[name].append((time.perf_counter() - t0) / k)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return {n: float(np.median(s)) for n, s in samples.items()}
+
+
+def measure_workload(
+    workload: Workload,
+    dtype: str,
+    impls: tuple[str, ...] = IMPLEMENTATIONS,
+    budget: Budget = FULL,
+    small: bool = False,
+    log: Callable[[str], None] = print,
+) -> WorkloadResult:
+    """Prepare, check and time every implementation on one workload and dtype."""
+    inputs = make_inputs(workload, dtype, small)
+    want = reference(workload, inputs)
+    result = WorkloadResult(workload.name, dtype)
+    prepared: dict[str, Prepared] = {}
+    for impl in impls:
+        r = result.impls.setdefault(impl, ImplResult(impl))
+        try:
+            p = prepare(impl, workload, inputs, want)
+        except Unavailable as e:
+            r.status, r.note = "unavailable", str(e)
+        except Mismatch as e:
+            r.status, r.note = "mismatch", str(e)
+        except Exception as e:  # a failing fuse compile is a result to report
+            r.status, r.note = "error", f"{impl} on {workload.name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        else:
+            prepared[impl] = p
+            r.first_call_s = p.first_call_seconds
+        if r.status != "ok":
+            log(f"  {impl}: {r.status}: {r.note}")
+    medians = time_side_by_side(prepared, budget)
+    for impl, t in medians.items():
+        result.impls[impl].median_s = t
+    result.bound = bound(workload.name, inputs, np.empty(want.shape, dtype=dtype), dtype)
+    return result
+
+
+def measure_compile(workload: Workload, dtype: str, repeats: int = 3) -> CompileResult:
+    """Cold (cache=False) and warm (cache hit) compile of the workload's program on the llvm backend."""
+    from fuse_mlir import Program
+    from fuse_mlir.backends.llvm.executor import compile_program
+
+    dtypes = {k: v.dtype for k, v in make_inputs(workload, dtype, small=True).items()}
+
+    def full(cache: bool) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        module = Program(workload.source).lower(dtypes).module
+        compiled = compile_program(module, cache=cache)
+        return time.perf_counter() - t0, compiled.compile_seconds
+
+    cold = [full(cache=False) for _ in range(repeats)]
+    full(cache=True)  # populate the in-memory kernel cache
+    warm = [full(cache=True)[0] for _ in range(max(repeats, 5))]
+    return CompileResult(
+        workload.name,
+        dtype,
+        float(np.median([c[0] for c in cold])),
+        float(np.median([c[1] for c in cold])),
+        float(np.median(warm)),
+    )
+
+
+# -- the machine ---------------------------------------------------------------
+
+
+def _lscpu() -> dict[str, str]:
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def blas_info() -> list[str]:
+    """The BLAS / OpenMP libraries loaded in this process, with their core type and threads (threadpoolctl)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return ["threadpoolctl not installed: BLAS core type unknown"]
+    rows = []
+    for lib in threadpool_info():
+        arch = lib.get("architecture")
+        rows.append(
+            f"{lib.get('internal_api')} {lib.get('version') or ''} ({os.path.basename(str(lib.get('filepath', '')))})"
+            f"{f', core type {arch}' if arch else ''}, {lib.get('num_threads')} threads"
+        )
+    return rows
+
+
+def machine() -> dict[str, str]:
+    """Model name, cores, flags of note, OS and the peers' versions."""
+    cpu = _lscpu()
+    flags = set(cpu.get("Flags", "").split())
+    vec = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
+    info = {
+        "cpu": f"{cpu.get('Model name', platform.processor() or 'unknown')} "
+        f"(family {cpu.get('CPU family', '?')}, model {cpu.get('Model', '?')}), {vec}",
+        "cores": f"{cpu.get('CPU(s)', os.cpu_count())} CPUs, {cpu.get('Thread(s) per core', '?')} thread(s) per core",
+        "python": platform.python_version(),
+    }
+    info.update(versions())
+    return info
