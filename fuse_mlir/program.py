@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +70,12 @@ class Program:
 
     def lower(self, input_dtypes: Mapping[str, Any] | None = None) -> Lowered:
         """The tensor_eq module for inputs of the given dtypes (float64 for any not named)."""
-        dtypes = {k: np.dtype(v) for k, v in (input_dtypes or {}).items()}
-        key = tuple(sorted((k, v.name) for k, v in dtypes.items()))
-        if key not in self._lowered:
-            self._lowered[key] = lower_program(self.resolved, dtypes, self.source_arrays())
-        return self._lowered[key]
+        items = input_dtypes.items() if input_dtypes else ()
+        key = tuple(sorted((k, np.dtype(v)) for k, v in items))  # dtypes hash by value
+        hit = self._lowered.get(key)
+        if hit is None:
+            hit = self._lowered[key] = lower_program(self.resolved, dict(key), self.source_arrays())
+        return hit
 
     def to_mlir(self, input_dtypes: Mapping[str, Any] | None = None, generic: bool = False) -> str:
         """The tensor_eq module as MLIR text."""
@@ -144,6 +145,7 @@ class Runner:
     backend: str
     out_root: Path
     executor: Any = None
+    _specs: dict[str, Any] | None = field(default=None, repr=False)
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         return self.run(inputs)
@@ -164,7 +166,9 @@ class Runner:
         return result.exports
 
     def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
-        specs = {s.name: s for s in self.program.lower().inputs}
+        specs = self._specs
+        if specs is None:
+            specs = self._specs = {s.name: s for s in self.program.lower().inputs}
         unknown = sorted(set(inputs) - set(specs))
         if unknown:
             raise FuseRuntimeError(
@@ -185,7 +189,8 @@ class Runner:
             rank = specs[name].rank
             if arr.ndim != rank:
                 raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", specs[name].loc)
-            out[name] = np.require(arr, requirements="C")  # keeps 0-d arrays 0-d, unlike ascontiguousarray
+            # Copy only what is not C-contiguous (np.array keeps 0-d arrays 0-d, unlike ascontiguousarray).
+            out[name] = arr if arr.flags.c_contiguous else np.array(arr, order="C")
         return out
 
 
