@@ -184,7 +184,11 @@ def test_constants_are_argument_slots_with_their_values():
     m.export([z], ["z"])
     mod = lower(m)
     args = mod.attributes["fuse.args"].data
-    assert [(e.data[0].data, e.data[1].data) for e in args] == [("x", "input"), ("const0", "constant"), ("const1", "constant")]
+    assert [(e.data[0].data, e.data[1].data) for e in args] == [
+        ("x", "input"),
+        ("const0", "constant"),
+        ("const1", "constant"),
+    ]
     np.testing.assert_array_equal(constant_value(args[1]), [1.0, np.inf, np.nan])
     assert constant_value(args[2]) == 2.5
     slots = {op.tensor_name.data: op.slot.value.data for op in ops_of(mod, loop.ArgOp)}
@@ -245,7 +249,9 @@ def test_booleans_live_in_i8_buffers():
     z = m.generic([x, flag], [[0], [0]], ["parallel"], "none", [n], "bool", body)
     m.export([z], ["z"])
     mod = lower(m)
-    assert all(op.result.type.element_type == IntegerType(8) for op in ops_of(mod, loop.ArgOp) if op.slot.value.data == 1)
+    assert all(
+        op.result.type.element_type == IntegerType(8) for op in ops_of(mod, loop.ArgOp) if op.slot.value.data == 1
+    )
     xv = np.array([-1.0, 2.0, 3.0, -4.0])
     fv = np.array([True, True, False, False])
     out = run(mod, x=xv, flag=fv)["z"]
@@ -271,7 +277,9 @@ def reduction_module(kind: str, dtype: str, red_axes: tuple[int, ...], rank: int
     x = m.input("x", rank, dtype)
     its = ["reduction" if d in red_axes else "parallel" for d in range(rank)]
     out_dtype = "int8" if kind == "any" else dtype
-    z = m.generic([x], [list(range(rank))], its, kind, [m.dim(x, d) for d in range(rank)], out_dtype, lambda b, a, t, i: a[0])
+    z = m.generic(
+        [x], [list(range(rank))], its, kind, [m.dim(x, d) for d in range(rank)], out_dtype, lambda b, a, t, i: a[0]
+    )
     m.export([z], ["z"])
     return lower(m)
 
@@ -433,6 +441,30 @@ def test_gather_sum():
     assert err.value.loc is None
 
 
+@pytest.mark.parametrize("check", [False, True])
+def test_column_gather_sum_keeps_plain_order_when_checked(check):
+    """z[j] = sum_i t[idx[i, j]]: reordered (reduction outside j) unless the read is checked."""
+    m = M()
+    tab, idx = m.input("t", 1), m.input("idx", 2, "int64")
+
+    def body(b, a, t, ix):
+        p = b.add(arith.IndexCastOp(a[0], IndexType()))
+        return b.add(ew.ExtractOp(t[0], [p], check="bad {0} for {1}" if check else ""))
+
+    z = m.generic(
+        [idx], [[1, 0]], ["parallel", "reduction"], "sum", [m.dim(idx, 1), m.dim(idx, 0)], "float64", body, [tab]
+    )
+    m.export([z], ["z"])
+    mod = lower(m)
+    carried = [len(f.inits) for f in ops_of(mod, loop.ForOp)]
+    assert carried == ([0, 1] if check else [0, 0, 0])
+    tv, iv = RNG.normal(size=4), np.array([[0, 3, 1], [2, 2, 0]])
+    np.testing.assert_allclose(run(mod, t=tv, idx=iv)["z"], tv[iv].sum(0))
+    if check:
+        with pytest.raises(FuseRuntimeError, match="bad 8 for 4"):
+            run(mod, t=tv, idx=np.array([[0, 7, 9], [8, 0, 0]]))
+
+
 # --------------------------------------------------------------------------
 # Contractions
 # --------------------------------------------------------------------------
@@ -558,7 +590,9 @@ def test_check_dim_failure():
     x, y = m.input("x", 1), m.input("y", 1)
     nx, ny = m.dim(x, 0), m.dim(y, 0)
     m.add(te.CheckDimOp(nx, ny, "index i is {0} in x but {1} in y", "p.fuse:2:1:4"))
-    z = m.generic([x, y], [[0], [0]], ["parallel"], "none", [nx], "float64", lambda b, a, t, i: b.add(arith.AddfOp(a[0], a[1])))
+    z = m.generic(
+        [x, y], [[0], [0]], ["parallel"], "none", [nx], "float64", lambda b, a, t, i: b.add(arith.AddfOp(a[0], a[1]))
+    )
     m.export([z], ["z"])
     mod = lower(m)
     assert [[s.data for s in e.data] for e in mod.attributes["fuse.errors"].data] == [
@@ -657,7 +691,12 @@ def test_host_call_topk():
     )
     idx, vals = call.results
     z = m.generic(
-        [vals], [[0, 1]], ["parallel", "reduction"], "sum", [m.dim(vals, 0), m.dim(vals, 1)], "float64",
+        [vals],
+        [[0, 1]],
+        ["parallel", "reduction"],
+        "sum",
+        [m.dim(vals, 0), m.dim(vals, 1)],
+        "float64",
         lambda b, a, t, i: a[0],
     )
     m.export([idx, z], ["idx", "z"])
@@ -679,3 +718,154 @@ def test_unknown_op_is_a_located_error():
     m.add(te.CastOp(x, ["a0"], te.tensor_type("float32", [D])))
     with pytest.raises(FuseError, match="cannot lower 'te.cast'"):
         lower(m)
+
+
+def test_check_dim_lt_predicate():
+    m = M()
+    x = m.input("x", 1)
+    m.add(te.CheckDimOp(m.index(2), m.dim(x, 0), "position {0} is past the extent {1}", predicate="lt"))
+    m.export([x], ["x"])
+    mod = lower(m)
+    np.testing.assert_array_equal(run(mod, x=np.ones(3))["x"], np.ones(3))
+    with pytest.raises(FuseRuntimeError, match="position 2 is past the extent 2"):
+        run(mod, x=np.ones(2))
+
+
+def test_dim_of_a_table_inside_a_body():
+    """y[i] = t[n - 1 - i] with n = te.dim of the table read inside the body."""
+    m = M()
+    tab = m.input("t", 1)
+    n = m.dim(tab, 0)
+
+    def body(b, a, t, ix):
+        size = b.add(te.DimOp(t[0], 0))
+        last = b.add(arith.SubiOp(size, b.add(arith.ConstantOp(IntegerAttr(1, IndexType())))))
+        return b.add(ew.ExtractOp(t[0], [b.add(arith.SubiOp(last, ix(0)))]))
+
+    z = m.generic([], [], ["parallel"], "none", [n], "float64", body, tables=[tab])
+    m.export([z], ["z"])
+    tv = np.arange(5.0)
+    np.testing.assert_array_equal(run(lower(m), t=tv)["z"], tv[::-1])
+
+
+def test_static_extents_stay_static():
+    m = M()
+    x = m.add(te.InputOp("x", ["i"], te.tensor_type("float32", [4]))).results[0]
+    z = m.generic([x], [[0]], ["reduction"], "max", [m.index(4)], "float32", lambda b, a, t, i: a[0])
+    m.export([z], ["z"])
+    mod = lower(m)
+    assert ops_of(mod, loop.ArgOp)[0].result.type.get_shape() == (4,)
+    xv = np.array([1, 5, -2, 3], dtype=np.float32)
+    assert run(mod, x=xv)["z"] == np.float32(5)
+
+
+def test_unsigned_buffers_hold_signless_scalars():
+    m = M()
+    x = m.input("x", 1, "uint8")
+    z = m.generic([x], [[0]], ["reduction"], "max", [m.dim(x, 0)], "uint8", lambda b, a, t, i: a[0])
+    m.export([z], ["z"])
+    mod = lower(m)
+    assert ops_of(mod, loop.ArgOp)[0].result.type.element_type == IntegerType(8, te.Signedness.UNSIGNED)
+    out = run(mod, x=np.array([3, 250, 7], dtype=np.uint8))["z"]
+    assert out.dtype == np.uint8 and out == 250
+
+
+# --------------------------------------------------------------------------
+# End to end: .fuse programs through te → ew (→ fused) → loop, against the reference interpreter
+# --------------------------------------------------------------------------
+
+SMALL = 2000  # elements per input: the loop interpreter runs every scalar op in Python
+
+
+def check_program(src: str, inputs: dict) -> None:
+    from fuse_mlir import Program
+    from fuse_mlir.interp.reference import run_module
+    from fuse_mlir.passes.fuse_elementwise import FuseElementwise
+    from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
+
+    arrays = {k: np.asarray(v) for k, v in inputs.items()}
+    arrays = {k: (v.astype(np.int8) if v.dtype == bool else v) for k, v in arrays.items()}
+    low = Program(src).lower({k: v.dtype for k, v in arrays.items()})
+    try:
+        ref = run_module(low.module, arrays, low.sources)
+    except FuseRuntimeError as err:
+        ref = err
+    for fuse in (False, True):
+        module = low.module.clone()
+        LowerTeToEw().apply(make_context(), module)
+        if fuse:
+            FuseElementwise().apply(make_context(), module)
+        module.verify()
+        LowerEwToLoop().apply(make_context(), module)
+        module.verify()
+        text = print_module(module)
+        module = parse_mlir(text, "loop.mlir")
+        assert print_module(module) == text
+        try:
+            got = run_loop_module(module, arrays, low.sources)
+        except FuseRuntimeError as err:
+            assert isinstance(ref, FuseRuntimeError), f"unexpected error: {err}"
+            assert (err.message, err.loc) == (ref.message, ref.loc)
+            continue
+        assert not isinstance(ref, FuseRuntimeError), f"expected the error {ref}"
+        assert list(got.exports) == list(ref.exports)
+        for k, want in ref.exports.items():
+            assert got.exports[k].dtype == want.dtype, k
+            np.testing.assert_allclose(got.exports[k], want, rtol=1e-9, atol=1e-12, equal_nan=True)
+        assert [(p, loc) for p, _, loc in got.sinks] == [(p, loc) for p, _, loc in ref.sinks]
+
+
+def _small(inputs: dict) -> bool:
+    return all(np.size(v) <= SMALL for v in inputs.values())
+
+
+def _semantics_cases() -> list:
+    from tests.test_semantics import CASES
+
+    return [pytest.param(src, inputs, id=name) for name, src, inputs, _ in CASES if _small(inputs)]
+
+
+@pytest.mark.parametrize("src,inputs", _semantics_cases())
+def test_semantics_cases_end_to_end(src, inputs):
+    check_program(src, inputs)
+
+
+def _builtin_cases() -> list:
+    from tests.test_builtins_lang import AXIS, ELEMENTWISE, P, X, softmax
+    from tests.test_builtins_lang import M as MASK
+
+    out = [pytest.param(f"Y[i,j] = {expr}", {"X": x}, id=name) for name, expr, x, _ in ELEMENTWISE]
+    s = softmax(X, 1)
+    for name, src, _ in AXIS:
+        env = dict(X=X, M=MASK, P=P, S=s, G=np.ones_like(X))
+        out.append(pytest.param(src, {k: v for k, v in env.items() if f"{k}[" in src}, id=name))
+    return out
+
+
+@pytest.mark.parametrize("src,inputs", _builtin_cases())
+def test_builtins_end_to_end(src, inputs):
+    check_program(src, inputs)
+
+
+def test_blocks_and_host_calls_end_to_end():
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((4, 6)), rng.standard_normal((4, 6)), rng.standard_normal((4, 2))
+    check_program("Y[p,e] = attention(Q[p,d], K[p',d], V[p',e], causal=true)", {"Q": q, "K": k, "V": v})
+    check_program("Y[p,d] = tucker_dense(Q[p,d], rank=1)", {"Q": q})
+    check_program('"t.npz" = topk(X[i,j], k=2)\nY[i] = X[i,j]', {"X": q})
+
+
+def test_random_programs_end_to_end():
+    from hypothesis import HealthCheck, assume, given, settings
+    from hypothesis import strategies as st
+
+    from tests.strategies import GenProgram, programs
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(prog=programs(), seed=st.integers(0, 2**16))
+    def check(prog: GenProgram, seed: int) -> None:
+        arrays = prog.arrays(seed)
+        assume(_small(arrays))
+        check_program(prog.source(), arrays)
+
+    check()

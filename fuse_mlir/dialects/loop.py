@@ -53,6 +53,8 @@ from xdsl.irdl import (
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from fuse_mlir.dialects.elemwise import signless
+
 
 def _rank(t: Attribute) -> int:
     assert isinstance(t, MemRefType)
@@ -133,7 +135,7 @@ class LoadOp(IRDLOperation):
     def __init__(self, buffer: SSAValue, positions: Sequence[SSAValue]):
         t = buffer.type
         assert isinstance(t, MemRefType)
-        super().__init__(operands=[buffer, list(positions)], result_types=[t.element_type])
+        super().__init__(operands=[buffer, list(positions)], result_types=[signless(t.element_type)])
 
     def verify_(self) -> None:
         if len(self.positions) != _rank(self.buffer.type):
@@ -158,7 +160,7 @@ class StoreOp(IRDLOperation):
         assert isinstance(t, MemRefType)
         if len(self.positions) != len(t.get_shape()):
             raise VerifyException("loop.store: one position per dimension expected")
-        if self.value.type != t.element_type:
+        if self.value.type != signless(t.element_type):
             raise VerifyException(f"loop.store: storing {self.value.type} into a buffer of {t.element_type}")
 
 

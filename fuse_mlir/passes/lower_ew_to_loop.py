@@ -16,10 +16,15 @@ map, never rewritten in place), plus the module attributes the runtime reads:
   transposing operands and merging adjacent dims, else a generic-like nest.
 - ``ew.host_call`` → ``loop.host_call`` with an ``id`` into ``fuse.host_calls``.
 - ``te.export`` / ``te.sink`` → ``loop.result``: every exported value first (in
-  order), then every sink value.
+  order), then every sink value. ``fuse.results`` entries are ``[name,
+  "export"]`` and ``[path, "sink", value_name, loc, sink_number]`` (the values
+  of one ``te.sink`` share its number; several make an ``.npz`` dict).
 
-Booleans live in ``i8`` buffers (0/1): an ``i1`` tensor becomes an ``i8``
-memref, converted with ``cmpi ne 0`` on load and ``extui`` on store.
+Buffers keep the tensors' element types (the ABI's dtypes, unsigned included)
+except booleans: an ``i1`` tensor becomes an ``i8`` memref (0/1), converted
+with ``cmpi ne 0`` on load and ``extui`` on store. Scalars are signless (as in
+ew bodies): a load from a ``ui8`` buffer yields ``i8``, and unsigned max/min
+reductions use ``maxui``/``minui``.
 """
 
 from __future__ import annotations
@@ -388,6 +393,7 @@ class EwToLoop:
         result_type: MemRefType,
         maps: Sequence[Sequence[int]],
         body: Body,
+        may_reorder: bool = True,
     ) -> SSAValue:
         """Allocate the result and emit the loop nest computing it; ``body`` is emitted exactly once.
 
@@ -404,7 +410,10 @@ class EwToLoop:
         so the innermost loop walks contiguous memory and vectorises without
         reassociation (DESIGN §4); the accumulator row then lives in the
         result buffer. Each result element still combines its values in the
-        same order, so both orders give identical results.
+        same order, so both orders give identical results. Bodies with checked
+        reads keep the plain order (``may_reorder=False``) so the first failing
+        position reported is the first in row-major order of the iteration
+        space, as in the ew interpreter.
         """
         ext = list(extents)
         res = self.val(loop.AllocOp([ext[d] for d in res_dims], result_type))
@@ -442,7 +451,7 @@ class EwToLoop:
             parallel(res_dims, lambda: self.store(body(ivs), res, pos()))
             return res
         init = self.identity(kind, elem, unsigned)
-        if not outer_reduction_order(maps, res_dims, red_dims):
+        if not (may_reorder and outer_reduction_order(maps, res_dims, red_dims)):
             parallel(res_dims, lambda: self.store(reduce(red_dims, init), res, pos()))
             return res
         inner = res_dims[-1]
@@ -564,6 +573,7 @@ class EwToLoop:
             memref_of(rt),
             maps,
             body,
+            may_reorder=not any(isinstance(o, ew.ExtractOp) and o.check is not None for o in block.ops),
         )
 
     def extract(self, op: ew.ExtractOp, codes: dict[ew.ExtractOp, int]) -> SSAValue:
