@@ -70,7 +70,10 @@ class Interpreter:
                     handler = self.handlers.get(type(op))
                     if handler is None:
                         raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
-                    out = handler(self, op)
+                    try:
+                        out = handler(self, op)
+                    except ValueError as e:  # a NumPy kernel refused (e.g. max over an empty axis)
+                        raise FuseRuntimeError(f"{op.name}: {e}", _loc(op)) from e
                     if out is None:
                         continue
                     if isinstance(out, tuple):
