@@ -224,7 +224,7 @@ def _scalar_op(op: Operation, args: list[Any]) -> Any:
         a, b = (_unsigned(np.asarray(x)) for x in args)
         return np.asarray(f(a, b)).astype(rt)
     if isinstance(op, arith.CmpfOp):
-        return _CMPF[_FPRED_NAMES[op.predicate.value.data]](*args)
+        return _CMPF[arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]](*args)
     if isinstance(op, arith.CmpiOp):
         pred = _cmp_name(op)
         if pred.startswith("u"):
@@ -259,29 +259,8 @@ def _scalar_op(op: Operation, args: list[Any]) -> Any:
     raise FuseRuntimeError(f"the elemwise interpreter cannot run '{op.name}'")
 
 
-_PRED_NAMES = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
-_FPRED_NAMES = [
-    "false",
-    "oeq",
-    "ogt",
-    "oge",
-    "olt",
-    "ole",
-    "one",
-    "ord",
-    "ueq",
-    "ugt",
-    "uge",
-    "ult",
-    "ule",
-    "une",
-    "uno",
-    "true",
-]
-
-
 def _cmp_name(op: arith.CmpiOp) -> str:
-    return _PRED_NAMES[op.predicate.value.data]
+    return arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
 
 
 def run_ew_module(module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]) -> RunResult:

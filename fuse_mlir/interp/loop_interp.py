@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -42,25 +42,8 @@ from fuse_mlir.interp.reference import RunResult
 
 Env = dict[SSAValue, Any]
 
-_CMPI = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
-_CMPF = (
-    "false",
-    "oeq",
-    "ogt",
-    "oge",
-    "olt",
-    "ole",
-    "one",
-    "ord",
-    "ueq",
-    "ugt",
-    "uge",
-    "ult",
-    "ule",
-    "une",
-    "uno",
-    "true",
-)
+_CMPI = arith.CMPI_COMPARISON_OPERATIONS  # predicate names by number (xDSL owns the table)
+_CMPF = arith.CMPF_COMPARISON_OPERATIONS
 
 
 class LoopError(AssertionError):
