@@ -9,9 +9,11 @@ computation as:
   element per iteration point (``maps[k][a]`` is the iteration dim of its axis
   a; broadcasting is a dim the input lacks). Each *table* input is passed
   whole and read inside the body with ``ew.extract`` at computed positions
-  (gathers, offsets, slices, concat). The body computes one scalar
-  (``ew.yield``); reduction dims combine it with ``kind``. The result is a
-  tensor over the parallel dims, in order.
+  (gathers, offsets, slices, concat). The body computes one scalar per
+  result (``ew.yield``); reduction dims combine each with its kind (``kind``
+  lists them comma-separated, e.g. ``"sum,max"``). Each result is a tensor
+  over the parallel dims, in order. Several results make a fused kernel: the
+  sum and the max of one expression come out of one loop nest.
 - ``ew.contract``: a sum-of-products of two float tensors kept whole so the
   loop level can call BLAS (gemm/gemv, batched).
 - ``ew.host_call``: a builtin run by the runtime on NumPy (``tucker_dense``,
@@ -77,15 +79,20 @@ def ints_of(attr: ArrayAttr) -> tuple[int, ...]:
 
 @irdl_op_definition
 class YieldOp(IRDLOperation):
-    """Ends a generic body with the scalar it computes."""
+    """Ends a generic body with the scalar it computes for each result."""
 
     name = "ew.yield"
-    value = operand_def()
+    values = var_operand_def()
     traits = lazy_traits_def(lambda: (IsTerminator(), HasParent(GenericOp)))
-    assembly_format = "$value attr-dict `:` type($value)"
+    assembly_format = "$values attr-dict `:` type($values)"
 
-    def __init__(self, value: SSAValue):
-        super().__init__(operands=[value])
+    def __init__(self, values: SSAValue | Sequence[SSAValue]):
+        super().__init__(operands=[[values] if isinstance(values, SSAValue) else list(values)])
+
+    @property
+    def value(self) -> SSAValue:
+        """The yielded scalar of a single-result kernel."""
+        return self.values[0]
 
 
 @irdl_op_definition
@@ -150,12 +157,12 @@ class GenericOp(IRDLOperation):
     kind = attr_def(StringAttr)
     loc = opt_attr_def(StringAttr)
     body = region_def("single_block")
-    result = result_def(TensorType)
+    outputs = var_result_def(TensorType)
     irdl_options = (AttrSizedOperandSegments(),)
     traits = traits_def(Pure())
     assembly_format = (
         "`ins` `(` $inputs `:` type($inputs) `)` `tables` `(` $tables `:` type($tables) `)` "
-        "`extents` `(` $extents `)` attr-dict-with-keyword `->` type($result) $body"
+        "`extents` `(` $extents `)` attr-dict-with-keyword `->` type($outputs) $body"
     )
 
     def __init__(
@@ -165,24 +172,35 @@ class GenericOp(IRDLOperation):
         extents: Sequence[SSAValue],
         maps: Sequence[Sequence[int]],
         iterators: Sequence[str],
-        kind: str,
+        kind: str | Sequence[str],
         body: Region,
-        result_type: TensorType,
+        result_type: TensorType | Sequence[TensorType],
         loc: str = "",
     ):
+        kinds = [kind] if isinstance(kind, str) else list(kind)
+        types = [result_type] if isinstance(result_type, TensorType) else list(result_type)
         attrs: dict[str, Attribute] = {
             "maps": ArrayAttr([int_array(m) for m in maps]),
             "iterators": ArrayAttr([StringAttr(i) for i in iterators]),
-            "kind": StringAttr(kind),
+            "kind": StringAttr(",".join(kinds)),
         }
         if loc:
             attrs["loc"] = StringAttr(loc)
         super().__init__(
             operands=[list(inputs), list(tables), list(extents)],
-            result_types=[result_type],
+            result_types=[types],
             attributes=attrs,
             regions=[body],
         )
+
+    @property
+    def result(self) -> SSAValue:
+        """The result of a single-result kernel."""
+        return self.outputs[0]
+
+    def kind_list(self) -> list[str]:
+        """The combiner of each result (``kind`` holds them comma-separated, one per result)."""
+        return self.kind.data.split(",")
 
     def map_list(self) -> list[tuple[int, ...]]:
         return [ints_of(m) for m in self.maps.data]
@@ -200,11 +218,15 @@ class GenericOp(IRDLOperation):
             raise VerifyException(f"ew.generic: iterators must be parallel or reduction, got {its}")
         if len(self.extents) != n:
             raise VerifyException(f"ew.generic: {n} iteration dims but {len(self.extents)} extents")
-        if self.kind.data not in KINDS:
-            raise VerifyException(f"ew.generic: unknown reduction kind {self.kind.data!r}")
+        kinds = self.kind_list()
+        if not self.outputs or len(kinds) != len(self.outputs):
+            raise VerifyException(f"ew.generic: {len(self.outputs)} results but kinds {kinds} (one per result)")
         has_red = "reduction" in its
-        if has_red == (self.kind.data == "none"):
-            raise VerifyException("ew.generic: a reduction kind is needed exactly when a dim is a reduction")
+        for k in kinds:
+            if k not in KINDS:
+                raise VerifyException(f"ew.generic: unknown reduction kind {k!r}")
+            if has_red == (k == "none"):
+                raise VerifyException("ew.generic: a reduction kind is needed exactly when a dim is a reduction")
         maps = self.map_list()
         if len(maps) != len(self.inputs):
             raise VerifyException(f"ew.generic: {len(self.inputs)} inputs but {len(maps)} maps")
@@ -215,13 +237,14 @@ class GenericOp(IRDLOperation):
                 raise VerifyException(f"ew.generic: input #{k} has rank {t.get_num_dims()} but its map is {list(m)}")
             if any(not 0 <= d < n for d in m) or len(set(m)) != len(m):
                 raise VerifyException(f"ew.generic: input #{k} map {list(m)} must name distinct dims below {n}")
-        out = self.result.type
-        assert isinstance(out, TensorType)
-        if out.get_num_dims() != len(self.parallel_dims()):
-            raise VerifyException(
-                f"ew.generic: the result has rank {out.get_num_dims()} but there are "
-                f"{len(self.parallel_dims())} parallel dims"
-            )
+        for out in self.outputs:
+            t = out.type
+            assert isinstance(t, TensorType)
+            if t.get_num_dims() != len(self.parallel_dims()):
+                raise VerifyException(
+                    f"ew.generic: a result has rank {t.get_num_dims()} but there are "
+                    f"{len(self.parallel_dims())} parallel dims"
+                )
         block = self.body.block
         want = [signless(v.type.element_type) for v in self.inputs] + [v.type for v in self.tables]  # type: ignore[attr-defined]
         got = [a.type for a in block.args]
@@ -230,8 +253,12 @@ class GenericOp(IRDLOperation):
         term = block.last_op
         if not isinstance(term, YieldOp):
             raise VerifyException("ew.generic: the body must end with ew.yield")
-        if term.value.type != signless(out.element_type):
-            raise VerifyException(f"ew.generic: body yields {term.value.type} but the result holds {out.element_type}")
+        if len(term.values) != len(self.outputs):
+            raise VerifyException(f"ew.generic: body yields {len(term.values)} values for {len(self.outputs)} results")
+        for v, out in zip(term.values, self.outputs):
+            elem = out.type.element_type  # type: ignore[attr-defined]
+            if v.type != signless(elem):
+                raise VerifyException(f"ew.generic: body yields {v.type} but the result holds {elem}")
 
     @staticmethod
     def make_body(inputs: Sequence[SSAValue], tables: Sequence[SSAValue]) -> tuple[Region, Block]:

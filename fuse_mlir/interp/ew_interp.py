@@ -103,19 +103,19 @@ class EwInterpreter(Interpreter):
             )
         for arg, t in zip(block.args[len(op.inputs) :], op.tables):
             local[arg] = self.get(t)
-        value = self._body(op, block, local, ext)
-        full = np.broadcast_to(value, ext)
+        values = self._body(op, block, local, ext)
         red = tuple(d for d, it in enumerate(its) if it == "reduction")
-        dtype = te.dtype_of(op.result)
-        if red:
-            kind = op.kind.data
-            if kind == "any":
+        outs = []
+        for value, kind, out in zip(values, op.kind_list(), op.outputs):
+            full = np.broadcast_to(value, ext)
+            if not red:
+                res = full
+            elif kind == "any":
                 res = np.any(full != 0, axis=red).astype(np.int8)
             else:
                 res = nb.reduce(full, red, kind)
-        else:
-            res = full
-        return np.array(res).astype(dtype)
+            outs.append(np.array(res).astype(te.dtype_of(out)))
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _body(self, op: ew.GenericOp, block, local: dict, ext: list[int]) -> Any:
         nd = len(ext)
@@ -125,7 +125,7 @@ class EwInterpreter(Interpreter):
 
         for inner in block.ops:
             if isinstance(inner, ew.YieldOp):
-                return val(inner.value)
+                return [val(v) for v in inner.values]
             if isinstance(inner, ew.IndexOp):
                 d = inner.dim.value.data
                 shape = [1] * nd

@@ -140,7 +140,7 @@ class FuseElementwise(ModulePass):
         while changed:
             changed = False
             for producer in list(op.walk()):
-                if not isinstance(producer, ew.GenericOp) or producer.parent is None:
+                if not isinstance(producer, ew.GenericOp) or producer.parent is None or len(producer.outputs) != 1:
                     continue
                 if "reduction" in producer.iterator_list():
                     continue
@@ -148,6 +148,8 @@ class FuseElementwise(ModulePass):
                 if len(uses) != 1:
                     continue
                 consumer, slot = uses[0]
+                if len(consumer.outputs) != 1:
+                    continue
                 if consumer.parent_block() is not producer.parent_block():
                     continue
                 width = len(consumer.inputs) + len(consumer.tables) + len(producer.inputs) + len(producer.tables) - 1

@@ -68,7 +68,7 @@ I1 = IntegerType(1)
 I8 = IntegerType(8)
 INDEX = IndexType()
 
-Body = Callable[[dict[int, SSAValue]], SSAValue]
+Body = Callable[[dict[int, SSAValue]], list[SSAValue]]  # one scalar per result
 """Emits one iteration's scalar at the current insertion point, given the induction variable of each dim."""
 
 
@@ -389,12 +389,12 @@ class EwToLoop:
         extents: Sequence[SSAValue],
         res_dims: Sequence[int],
         red_dims: Sequence[int],
-        kind: str,
-        result_type: MemRefType,
+        kinds: Sequence[str],
+        result_types: Sequence[MemRefType],
         maps: Sequence[Sequence[int]],
         body: Body,
         may_reorder: bool = True,
-    ) -> SSAValue:
+    ) -> list[SSAValue]:
         """Allocate the result and emit the loop nest computing it; ``body`` is emitted exactly once.
 
         Loop order (outermost first): the result dims in order, all ``parallel``,
@@ -416,11 +416,14 @@ class EwToLoop:
         space, as in the ew interpreter.
         """
         ext = list(extents)
-        res = self.val(loop.AllocOp([ext[d] for d in res_dims], result_type))
-        elem = result_type.element_type
-        unsigned = is_unsigned(elem)
-        elem = signless(elem)  # the accumulator's type: i8 for booleans
+        results = [self.val(loop.AllocOp([ext[d] for d in res_dims], t)) for t in result_types]
+        unsigned = [is_unsigned(t.element_type) for t in result_types]
+        elems = [signless(t.element_type) for t in result_types]  # the accumulators' types: i8 for booleans
         ivs: dict[int, SSAValue] = {}
+
+        def store_all(values: Sequence[SSAValue]) -> None:
+            for v, r in zip(values, results):
+                self.store(v, r, pos())
 
         def pos() -> list[SSAValue]:
             return [ivs[d] for d in res_dims]
@@ -437,34 +440,36 @@ class EwToLoop:
 
             self.loop_for(ext[dims[0]], [], True, step)
 
-        def reduce(dims: Sequence[int], acc: SSAValue) -> SSAValue:
+        def reduce(dims: Sequence[int], accs: list[SSAValue]) -> list[SSAValue]:
             if not dims:
-                return self.combine(kind, acc, body(ivs), unsigned)
+                values = body(ivs)
+                return [self.combine(k, a, v, u) for k, a, v, u in zip(kinds, accs, values, unsigned)]
 
             def step(iv: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
                 ivs[dims[0]] = iv
-                return [reduce(dims[1:], carried[0])]
+                return reduce(dims[1:], carried)
 
-            return self.loop_for(ext[dims[0]], [acc], False, step).results[0]
+            return list(self.loop_for(ext[dims[0]], accs, False, step).results)
 
         if not red_dims:
-            parallel(res_dims, lambda: self.store(body(ivs), res, pos()))
-            return res
-        init = self.identity(kind, elem, unsigned)
+            parallel(res_dims, lambda: store_all(body(ivs)))
+            return results
+        inits = [self.identity(k, e, u) for k, e, u in zip(kinds, elems, unsigned)]
         if not (may_reorder and outer_reduction_order(maps, res_dims, red_dims)):
-            parallel(res_dims, lambda: self.store(reduce(red_dims, init), res, pos()))
-            return res
+            parallel(res_dims, lambda: store_all(reduce(red_dims, inits)))
+            return results
         inner = res_dims[-1]
 
         def fill(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             ivs[inner] = iv
-            self.store(init, res, pos())
+            store_all(inits)
             return []
 
         def update(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             ivs[inner] = iv
-            old = self.load(res, pos(), elem)
-            self.store(self.combine(kind, old, body(ivs), unsigned), res, pos())
+            olds = [self.load(r, pos(), e) for r, e in zip(results, elems)]
+            values = body(ivs)
+            store_all([self.combine(k, o, v, u) for k, o, v, u in zip(kinds, olds, values, unsigned)])
             return []
 
         def outer_reductions(dims: Sequence[int]) -> None:
@@ -484,7 +489,7 @@ class EwToLoop:
             outer_reductions(red_dims)
 
         parallel(res_dims[:-1], row)
-        return res
+        return results
 
     # -- op lowerings ----------------------------------------------------------------
 
@@ -534,19 +539,17 @@ class EwToLoop:
         code = self.error(op.message.data, op.loc.data if op.loc else "")
         self.emit(loop.CheckOp(self.val(arith.CmpiOp(a, b, "eq" if pred == "eq" else "slt")), a, b, code))
 
-    def lower_generic(self, op: ew.GenericOp) -> SSAValue:
+    def lower_generic(self, op: ew.GenericOp) -> list[SSAValue]:
         its = op.iterator_list()
         res_dims = [d for d, it in enumerate(its) if it == "parallel"]
         red_dims = [d for d, it in enumerate(its) if it == "reduction"]
         maps = op.map_list()
         bufs = [self.mapped(v) for v in op.inputs]
         tables = [self.mapped(v) for v in op.tables]
-        rt = op.result.type
-        assert isinstance(rt, TensorType)
         block = op.body.block
         codes: dict[ew.ExtractOp, int] = {}
 
-        def body(ivs: dict[int, SSAValue]) -> SSAValue:
+        def body(ivs: dict[int, SSAValue]) -> list[SSAValue]:
             for k, a in enumerate(block.args):
                 if k >= len(bufs):
                     self.vmap[a] = tables[k - len(bufs)]
@@ -554,7 +557,7 @@ class EwToLoop:
                     self.vmap[a] = self.load(bufs[k], [ivs[d] for d in maps[k]], a.type)
             for bop in block.ops:
                 if isinstance(bop, ew.YieldOp):
-                    return self.mapped(bop.value)
+                    return [self.mapped(v) for v in bop.values]
                 if isinstance(bop, ew.IndexOp):
                     self.vmap[bop.result] = ivs[bop.dim.value.data]
                 elif isinstance(bop, ew.ExtractOp):
@@ -569,8 +572,8 @@ class EwToLoop:
             [self.mapped(e) for e in op.extents],
             res_dims,
             red_dims,
-            op.kind.data,
-            memref_of(rt),
+            op.kind_list(),
+            [memref_of(r.type) for r in op.outputs],
             maps,
             body,
             may_reorder=not any(isinstance(o, ew.ExtractOp) and o.check is not None for o in block.ops),
@@ -609,12 +612,12 @@ class EwToLoop:
         if plan is None:
             red = [d for d in range(len(ext)) if d not in out]
 
-            def body(ivs: dict[int, SSAValue]) -> SSAValue:
+            def body(ivs: dict[int, SSAValue]) -> list[SSAValue]:
                 x = self.load(a, [ivs[d] for d in ma], elem)
                 y = self.load(b, [ivs[d] for d in mb], elem)
-                return self.val(arith.MulfOp(x, y))
+                return [self.val(arith.MulfOp(x, y))]
 
-            return self.nest(ext, out, red, "sum", memref_of(rt), [ma, mb], body)
+            return self.nest(ext, out, red, ["sum"], [memref_of(rt)], [ma, mb], body)[0]
         c = self.val(loop.AllocOp([ext[d] for d in out], memref_of(rt)))
         batch, m, n, k = (self.product([ext[d] for d in g]) for g in (plan.batch, plan.m, plan.n, plan.k))
         if not all(_static_positive(op.extents[d]) for d in plan.k):
@@ -697,7 +700,8 @@ class EwToLoop:
         elif isinstance(op, te.CheckDimOp):
             self.lower_check_dim(op)
         elif isinstance(op, ew.GenericOp):
-            self.vmap[op.result] = self.lower_generic(op)
+            for r, v in zip(op.outputs, self.lower_generic(op)):
+                self.vmap[r] = v
         elif isinstance(op, ew.ContractOp):
             self.vmap[op.result] = self.lower_contract(op)
         elif isinstance(op, ew.HostCallOp):
