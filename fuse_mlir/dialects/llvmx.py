@@ -7,8 +7,9 @@ parse them.
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, IntegerType, VectorType
 from xdsl.dialects.llvm import GenericCastOp
-from xdsl.ir import Dialect
+from xdsl.ir import Attribute, Dialect
 from xdsl.irdl import irdl_op_definition
 
 
@@ -34,3 +35,24 @@ class UIToFPOp(GenericCastOp):
 
 
 LLVMX = Dialect("llvmx", [FPToSIOp, FPToUIOp, UIToFPOp], [])
+
+
+def mangle(t: Attribute) -> str:
+    """An LLVM intrinsic's type suffix: ``f64``, ``f32``, ``f16``, ``bf16``, ``i32``, ``v4f64``, ...
+
+    Overloaded intrinsics are declared per type (``llvm.exp.f64`` and
+    ``llvm.exp.f32`` are two functions), which xDSL's own translator misses.
+    """
+    if isinstance(t, VectorType):
+        return f"v{t.get_shape()[0]}{mangle(t.element_type)}"
+    if isinstance(t, Float64Type):
+        return "f64"
+    if isinstance(t, Float32Type):
+        return "f32"
+    if isinstance(t, Float16Type):
+        return "f16"
+    if isinstance(t, BFloat16Type):
+        return "bf16"
+    if isinstance(t, IntegerType):
+        return f"i{t.width.data}"
+    raise ValueError(f"cannot mangle an intrinsic name for type {t}")

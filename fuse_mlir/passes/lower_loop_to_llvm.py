@@ -55,7 +55,7 @@ from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from fuse_mlir.dialects import loop
-from fuse_mlir.dialects.llvmx import FPToSIOp, FPToUIOp, UIToFPOp
+from fuse_mlir.dialects.llvmx import FPToSIOp, FPToUIOp, UIToFPOp, mangle
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
@@ -171,19 +171,6 @@ def byte_size(t: Attribute) -> int:
     if isinstance(t, IndexType):
         return 8
     raise ValueError(f"lower-loop-to-llvm: unsupported element type {t}")
-
-
-def mangle(t: Attribute) -> str:
-    """The intrinsic name suffix of a type: ``f64``, ``f32``, ``f16``, ``i32``, ..."""
-    if isinstance(t, Float64Type):
-        return "f64"
-    if isinstance(t, Float32Type):
-        return "f32"
-    if isinstance(t, Float16Type):
-        return "f16"
-    if isinstance(t, IntegerType):
-        return f"i{t.width.data}"
-    raise ValueError(f"cannot mangle an intrinsic name for type {t}")
 
 
 # Float intrinsics overloaded on one type: name suffix is that type.

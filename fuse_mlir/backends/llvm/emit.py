@@ -44,6 +44,8 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from fuse_mlir.dialects.llvmx import mangle
+
 __all__ = ["EmitError", "emit_llvm_ir", "type_text"]
 
 
@@ -258,22 +260,6 @@ _INTR_OVERLOADED = {
 }
 
 
-def _mangle(t: Attribute) -> str:
-    if isinstance(t, VectorType):
-        return f"v{t.get_shape()[0]}{_mangle(t.element_type)}"
-    if isinstance(t, Float64Type):
-        return "f64"
-    if isinstance(t, Float32Type):
-        return "f32"
-    if isinstance(t, Float16Type):
-        return "f16"
-    if isinstance(t, BFloat16Type):
-        return "bf16"
-    if isinstance(t, IntegerType):
-        return f"i{t.width.data}"
-    raise EmitError(f"cannot mangle an intrinsic name for {t}")
-
-
 class _FuncEmitter:
     """Prints one ``llvm.func`` definition."""
 
@@ -420,7 +406,7 @@ class _FuncEmitter:
             return self.intrinsic_call(op, op.intrin.data, list(op.args), ret)
         if name in _INTR_OVERLOADED:
             ret = op.results[0].type
-            return self.intrinsic_call(op, f"{_INTR_OVERLOADED[name]}.{_mangle(ret)}", list(op.operands), ret)
+            return self.intrinsic_call(op, f"{_INTR_OVERLOADED[name]}.{mangle(ret)}", list(op.operands), ret)
         if isinstance(op, llvm.BrOp):
             return f"br label %{self.labels[op.successor]}"
         if isinstance(op, llvm.CondBrOp):
