@@ -31,9 +31,13 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
     IndexType,
     IntegerAttr,
     IntegerType,
+    Signedness,
     StringAttr,
     TensorType,
     i64,
@@ -60,6 +64,14 @@ from fuse_mlir.dialects.tensor_eq import params_attr
 
 ITERATORS = ("parallel", "reduction")
 KINDS = ("none", "sum", "prod", "max", "min", "any")
+
+
+def is_float(t: Attribute) -> bool:
+    return isinstance(t, Float16Type | Float32Type | Float64Type)
+
+
+def is_unsigned(t: Attribute) -> bool:
+    return isinstance(t, IntegerType) and t.signedness.data == Signedness.UNSIGNED
 
 
 def signless(t: Attribute) -> Attribute:

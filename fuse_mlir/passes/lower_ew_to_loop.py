@@ -40,7 +40,6 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
-    Float16Type,
     Float32Type,
     Float64Type,
     FloatAttr,
@@ -49,7 +48,6 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
-    Signedness,
     StringAttr,
     TensorType,
     i64,
@@ -61,7 +59,7 @@ from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.dialects.elemwise import signless
+from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
 from fuse_mlir.passes.registry import register_pass
 
 I1 = IntegerType(1)
@@ -75,14 +73,6 @@ Body = Callable[[dict[int, SSAValue]], list[SSAValue]]  # one scalar per result
 # --------------------------------------------------------------------------
 # Types and constants shared with the runtime
 # --------------------------------------------------------------------------
-
-
-def is_float(t: Attribute) -> bool:
-    return isinstance(t, Float16Type | Float32Type | Float64Type)
-
-
-def is_unsigned(t: Attribute) -> bool:
-    return isinstance(t, IntegerType) and t.signedness.data == Signedness.UNSIGNED
 
 
 def storage_type(elem: Attribute) -> Attribute:

@@ -16,36 +16,18 @@ from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
     AnyFloat,
-    Float16Type,
-    Float32Type,
-    Float64Type,
     FloatAttr,
     IndexType,
     IntegerAttr,
     IntegerType,
-    Signedness,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.elemwise import signless
 
 i1 = IntegerType(1)
 i8 = IntegerType(8)
-
-
-def is_float(t: Attribute) -> bool:
-    return isinstance(t, Float16Type | Float32Type | Float64Type)
-
-
-def is_unsigned(t: Attribute) -> bool:
-    return isinstance(t, IntegerType) and t.signedness.data == Signedness.UNSIGNED
-
-
-def signless(t: Attribute) -> Attribute:
-    """arith works on signless integers; unsigned-ness is tracked by the NumPy dtype alongside."""
-    if isinstance(t, IntegerType):
-        return IntegerType(t.width.data)
-    return t
 
 
 class Body:
