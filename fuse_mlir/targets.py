@@ -1,0 +1,104 @@
+"""Targets: what each backend wants from the optimisation passes, and its named pipelines.
+
+A target says which IR level its backend consumes, whether kernels may be
+fused (elementwise chains and siblings, reductions into their producers,
+gathers into their consumers), whether buffers may be reused in place, and
+the operand limit of a fused kernel. The passes (``fuse``, ``inplace``, ...)
+take a ``target`` option and ask this object rather than hard-coding a
+backend: the LLVM target fuses aggressively and reuses buffers; Torch and
+JAX get unfused, inplace-free graphs (their own compilers fuse); Numba gets
+fused loop nests without inplace (its arrays are its own).
+
+Each target has an ``O0`` pipeline (no fusion, no inplace) and an ``O2``
+pipeline (the default), registered as ``<target>-O0`` / ``<target>-O2`` and
+returned by :meth:`Target.pipeline`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fuse_mlir.diagnostics import FuseError
+
+OPT_LEVELS = ("O0", "O2")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A backend's capabilities as the passes see them."""
+
+    name: str
+    level: str  # the IR level the backend consumes: "tensor_eq" or "loop"
+    fuse: bool = False  # elementwise chains and sibling kernels into one multi-output kernel
+    fuse_reductions: bool = False  # reductions into the loop nest of the elementwise code feeding them
+    fuse_gathers: bool = False  # gathers into their consumer (sum(x[idx]) never builds x[idx])
+    inplace: bool = False  # a kernel may write its result into a dead input's buffer
+    vector_math: bool = False  # transcendental functions expanded into vectorisable IR
+    max_operands: int = 32  # inputs plus tables of one fused kernel
+    description: str = ""
+
+    def pipeline(self, opt_level: str | int = "O2", *, strict: bool = False) -> str:
+        """The pass pipeline (text) that brings a tensor_eq module to this target's level."""
+        opt = normalise_opt_level(opt_level)
+        if self.level == "tensor_eq":
+            return "canonicalize,cse" if opt == "O0" else "canonicalize,cse,dce,dedup"
+        steps = ["contract-order", "lower-te-to-ew"]
+        if opt == "O2":
+            steps.append("dedup")
+            if self.fuse or self.fuse_reductions or self.fuse_gathers:
+                steps.append(f"fuse{{target={self.name} max-operands={self.max_operands}}}")
+                steps.append("dedup")
+            if self.inplace:
+                steps.append(f"inplace{{target={self.name}}}")
+        if self.vector_math and not strict:
+            steps.append("expand-math")
+        steps.append("lower-ew-to-loop")
+        return ",".join(steps)
+
+
+def normalise_opt_level(opt_level: str | int) -> str:
+    """``0``/``"O0"`` → ``"O0"``; ``2``/``"O2"`` (and 1, 3, as in compilers) → ``"O2"``; anything else is an error."""
+    text = str(opt_level).upper().removeprefix("O")
+    if text == "0":
+        return "O0"
+    if text in ("1", "2", "3"):
+        return "O2"
+    raise FuseError(f"unknown optimisation level {opt_level!r} (use 0 or 2, 'O0' or 'O2')")
+
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target(
+            "llvm",
+            "loop",
+            fuse=True,
+            fuse_reductions=True,
+            fuse_gathers=True,
+            inplace=True,
+            vector_math=True,
+            description="native code through llvmlite: aggressive fusion, inplace buffer reuse, vector math",
+        ),
+        Target(
+            "numba",
+            "loop",
+            fuse=True,
+            fuse_reductions=True,
+            fuse_gathers=True,
+            inplace=False,
+            vector_math=False,
+            description="the loop level rendered as Python for numba.njit: fused loop nests, no inplace",
+        ),
+        Target("torch", "tensor_eq", description="torch operations (eager or torch.compile): no fusion, no inplace"),
+        Target("jax", "tensor_eq", description="jax.numpy inside jax.jit: no fusion, no inplace (XLA fuses)"),
+        Target("reference", "tensor_eq", description="the NumPy reference interpreter: no fusion, no inplace"),
+    )
+}
+
+
+def get_target(name: str) -> Target:
+    """The target ``name``; an unknown name is a FuseError listing the known ones."""
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise FuseError(f"unknown target '{name}' (targets: {', '.join(TARGETS)})") from None
