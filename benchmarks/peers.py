@@ -30,6 +30,7 @@ from benchmarks.workloads import BY_NAME, Workload
 
 IMPLEMENTATIONS: tuple[str, ...] = (
     "fuse-llvm",
+    "fuse-llvm-O0",
     "numpy",
     "numba",
     "numba-parallel",
@@ -37,7 +38,8 @@ IMPLEMENTATIONS: tuple[str, ...] = (
     "torch",
     "torch-compile",
 )
-PEERS: tuple[str, ...] = IMPLEMENTATIONS[1:]
+OURS: tuple[str, ...] = ("fuse-llvm", "fuse-llvm-O0")  # fuse-llvm-O0: no fusion, no inplace (the passes' effect)
+PEERS: tuple[str, ...] = tuple(i for i in IMPLEMENTATIONS if i not in OURS)
 DTYPES: tuple[str, ...] = ("float64", "float32")
 TORCH_THREADS = 2
 
@@ -351,10 +353,10 @@ def _bind(
     """The zero-argument timed call and the conversion of its result to NumPy."""
     names = arg_names(workload)
     args = [inputs[n] for n in names]
-    if impl == "fuse-llvm":
+    if impl in OURS:
         from fuse_mlir import Program
 
-        runner = Program(workload.source).compile("llvm")
+        runner = Program(workload.source).compile("llvm", opt_level=0 if impl.endswith("-O0") else 2)
         return (lambda: runner(**inputs)), (lambda r: np.asarray(r[workload.output]))  # type: ignore[index]
     if impl == "numpy":
         return (lambda: workload.numpy(**inputs)), np.asarray
@@ -393,7 +395,7 @@ def prepare(impl: str, workload: Workload, inputs: dict[str, np.ndarray], want: 
     try:
         result = call()
     except Exception as e:  # a peer that fails here (e.g. no C++ toolchain) is reported, not fatal
-        if impl == "fuse-llvm":
+        if impl in OURS:
             raise
         raise Unavailable(
             f"{impl} failed on {workload.name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"

@@ -62,12 +62,14 @@ def _cell(r: object) -> str:
 
 def runtime_table(results: Sequence[WorkloadResult], impls: Sequence[str]) -> list[str]:
     """Markdown rows: median ms per implementation, best peer, best-peer/fuse ratio, bound and fuse's share of it."""
+    from benchmarks.peers import OURS
+
     head = ["workload", "dtype", *impls, "best peer", "best peer / fuse", "bound ms (limit)", "fuse % of bound"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
     for res in results:
         fuse = res.impls.get("fuse-llvm")
         fuse_t = fuse.median_s if fuse is not None and fuse.status == "ok" else None
-        peers = [r for name, r in res.impls.items() if name != "fuse-llvm" and r.status == "ok" and r.median_s]
+        peers = [r for name, r in res.impls.items() if name not in OURS and r.status == "ok" and r.median_s]
         best = min(peers, key=lambda r: r.median_s or 0.0) if peers else None
         ratio = f"**{best.median_s / fuse_t:.2f}**" if best and best.median_s and fuse_t else "—"
         b = res.bound

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,16 +83,30 @@ class Program:
 
     # -- compile -----------------------------------------------------------
 
-    def compile(self, backend: str = "llvm", *, out_root: str | Path | None = None, **options: Any) -> Runner:
+    def compile(
+        self,
+        backend: str = "llvm",
+        *,
+        out_root: str | Path | None = None,
+        opt_level: str | int = 2,
+        donate: Sequence[str] = (),
+        **options: Any,
+    ) -> Runner:
         """A runner for ``backend`` (``reference`` or ``llvm``); sinks write under ``out_root`` (default: cwd).
 
-        ``options`` go to the backend (for llvm: ``strict=True`` keeps IEEE
-        evaluation order and libm calls, ``cache=False`` skips the kernel cache).
+        ``opt_level`` picks the target's named pipeline (0: no fusion or
+        inplace; 2: the default). ``donate`` names inputs whose arrays the
+        program may overwrite (as in JAX: don't read them after the call).
+        Other ``options`` go to the backend (for llvm: ``strict=True`` keeps
+        IEEE evaluation order and libm calls, ``cache=False`` skips the kernel
+        cache).
         """
         from fuse_mlir.backends import get_backend
 
-        executor = get_backend(backend, **options)
-        return Runner(self, backend, Path(out_root) if out_root is not None else Path.cwd(), executor)
+        donated = (donate,) if isinstance(donate, str) else tuple(donate)
+        executor = get_backend(backend, opt_level=opt_level, donate=donated, **options)
+        root = Path(out_root) if out_root is not None else Path.cwd()
+        return Runner(self, backend, root, executor, donate=frozenset(donated))
 
     # -- explain -----------------------------------------------------------
 
@@ -145,6 +159,7 @@ class Runner:
     backend: str
     out_root: Path
     executor: Any = None
+    donate: frozenset[str] = frozenset()
     _specs: dict[str, Any] | None = field(default=None, repr=False)
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
@@ -191,6 +206,11 @@ class Runner:
                 raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", specs[name].loc)
             # Copy only what is not C-contiguous (np.array keeps 0-d arrays 0-d, unlike ascontiguousarray).
             out[name] = arr if arr.flags.c_contiguous else np.array(arr, order="C")
+        for name in self.donate & out.keys():
+            # A donated buffer may be overwritten: never one the caller cannot write, nor one another input reads.
+            arr = out[name]
+            if not arr.flags.writeable or any(n != name and np.shares_memory(arr, other) for n, other in out.items()):
+                out[name] = arr.copy()
         return out
 
 

@@ -780,7 +780,7 @@ SMALL = 2000  # elements per input: the loop interpreter runs every scalar op in
 def check_program(src: str, inputs: dict) -> None:
     from fuse_mlir import Program
     from fuse_mlir.interp.reference import run_module
-    from fuse_mlir.passes.fuse_elementwise import FuseElementwise
+    from fuse_mlir.passes.fuse import Fuse
     from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
 
     arrays = {k: np.asarray(v) for k, v in inputs.items()}
@@ -794,7 +794,7 @@ def check_program(src: str, inputs: dict) -> None:
         module = low.module.clone()
         LowerTeToEw().apply(make_context(), module)
         if fuse:
-            FuseElementwise().apply(make_context(), module)
+            Fuse().apply(make_context(), module)
         module.verify()
         LowerEwToLoop().apply(make_context(), module)
         module.verify()

@@ -336,8 +336,10 @@ def test_pipeline_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_named_pipelines() -> None:
     assert Pipeline.named("O0").spec() == "canonicalize,cse"
-    assert Pipeline.named("O2").spec() == "canonicalize,cse,dce"
-    assert Pipeline.parse("O2,cse").spec() == "canonicalize,cse,dce,cse"
+    assert Pipeline.named("O2").spec() == "canonicalize,cse,dce,dedup"
+    assert Pipeline.parse("O2,cse").spec() == "canonicalize,cse,dce,dedup,cse"
+    assert Pipeline.named("llvm-O0").spec() == "contract-order,lower-te-to-ew,expand-math,lower-ew-to-loop"
+    assert "inplace" in Pipeline.named("llvm-O2").spec() and "fuse" not in Pipeline.named("torch-O2").spec()
     register_pipeline("test-tidy", "O0,dce", "a test pipeline")
     assert Pipeline.parse("test-tidy").spec() == "canonicalize,cse,dce"
     with pytest.raises(ValueError, match="already registered"):

@@ -23,9 +23,13 @@ class Executor(Protocol):
     def __call__(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult: ...
 
 
-def _reference(**options: object) -> Executor:
+def _reference(*, opt_level: str | int = "O2", donate: object = (), **options: object) -> Executor:
+    """The interpreter runs the tensor_eq module as lowered: no passes (it is the ground truth), so
+    ``opt_level`` is only checked and ``donate`` has nothing to reuse."""
     from fuse_mlir.interp.reference import run_module
+    from fuse_mlir.targets import normalise_opt_level
 
+    normalise_opt_level(opt_level)
     if options:
         raise FuseError(f"the reference backend takes no options (got {', '.join(sorted(options))})")
 

@@ -51,6 +51,13 @@ def build_parser() -> ArgumentParser:
         default="llvm",
         help=f"the backend to run on (default: llvm; known: {', '.join(BACKENDS)})",
     )
+    run.add_argument(
+        "-O",
+        dest="opt_level",
+        default="2",
+        choices=["0", "1", "2", "3"],
+        help="optimisation level: 0 = no fusion or inplace, 2 = the default (1 and 3 mean 2)",
+    )
     shown = run.add_mutually_exclusive_group()
     shown.add_argument(
         "--out", "-o", metavar="PATH", help="save the exports to PATH (.npy for one export, .npz, or .json)"
@@ -139,7 +146,7 @@ def save_exports(exports: Mapping[str, np.ndarray], path: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """``fuse run``: load, run, then print or save the exports."""
     program = load_program(args.program)
-    runner = program.compile(args.backend, out_root=args.out_root)
+    runner = program.compile(args.backend, out_root=args.out_root, opt_level=int(args.opt_level))
     inputs = load_inputs(program, parse_input_args(args.input))
     exports = runner.run(inputs)
     if args.out is not None:

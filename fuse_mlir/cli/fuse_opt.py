@@ -38,6 +38,7 @@ from fuse_mlir.passes.instruments import PrintIR, Timing, VerifyEach
 from fuse_mlir.passes.levels import DOT, all_levels, lowering_spec, module_level
 from fuse_mlir.passes.pipeline import Pipeline
 from fuse_mlir.passes.registry import all_passes, all_pipelines
+from fuse_mlir.passes.statistics import Statistics
 from fuse_mlir.program import Program, print_module
 
 INPUT_FORMATS = ("auto", "fuse", "mlir")
@@ -88,6 +89,11 @@ def build_parser() -> ArgumentParser:
         help="print the IR to stderr before each run of PASS (repeatable, or comma-separated)",
     )
     parser.add_argument("--timing", action="store_true", help="report the wall time of each pass on stderr")
+    parser.add_argument(
+        "--pass-statistics",
+        action="store_true",
+        help="report the passes' counters on stderr (ops merged, kernels fused, allocations saved, ...)",
+    )
     parser.add_argument("--verify-each", action="store_true", help="verify the IR after every pass")
     parser.add_argument(
         "--split-input-file",
@@ -211,6 +217,7 @@ class Driver:
         self.args = args
         self.emit = DOT if args.view_op_graph else args.emit
         self.timing = Timing() if args.timing else None
+        self.statistics = Statistics() if args.pass_statistics else None
         spec = args.pass_pipeline.strip()
         with self._measure("pipeline parsing"):
             self.pipeline = Pipeline.parse(spec) if spec else Pipeline()
@@ -238,7 +245,8 @@ class Driver:
         with self._measure("parsing"):
             module = load_module(text, filename, fmt, dtypes)
         if self.pipeline.passes:
-            self.pipeline.run(module)
+            with self.statistics if self.statistics is not None else nullcontext():
+                self.pipeline.run(module)
             if not self.args.verify_each:
                 verify_module(module, "IR does not verify after the pass pipeline (--verify-each finds the pass): ")
         target = "llvm-dialect" if self.emit in TEXT_LEVELS else self.emit
@@ -277,6 +285,8 @@ class Driver:
             write_text(args.output, "// -----\n".join(outputs))
         if self.timing is not None:
             sys.stderr.write(self.timing.report())
+        if self.statistics is not None:
+            sys.stderr.write(self.statistics.report() + "\n")
         return 1 if failed else 0
 
     def _run_chunk(self, text: str, filename: str, fmt: str, dtypes: Mapping[str, np.dtype]) -> tuple[str | None, bool]:

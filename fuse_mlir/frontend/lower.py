@@ -182,6 +182,7 @@ class Lowerer:
         self.extent_cache: dict[Key, SSAValue] = {}
         self.eq_id = -1
         self.dotted: str | None = None
+        self.layout: tuple[str, ...] = ()  # the current equation's left-hand indices: intermediates use their order
         self.rhs: dict[int, A.Expr] = {}
         self._concat_ids = 0
 
@@ -644,6 +645,7 @@ class Lowerer:
             self.dotted = next((i.name for i in lhs.indices or () if isinstance(i, A.IndexName) and i.dotted), None)
             items = list(lhs.indices or ())
             names = [i.name for i in items if isinstance(i, A.IndexName)]
+            self.layout = tuple(names)
             val = self.lower_sum(self.rhs[eid], names, eq.projection, set(names))
             tv = self.to_names(val, names)
             if any(isinstance(i, A.IndexNumber) for i in items):
@@ -693,6 +695,7 @@ class Lowerer:
             self.emit(te.SinkOp(sink.path, values, ["indices", "values"], sink.loc.encode()))
             return
         names = free_indices(rhs)
+        self.layout = tuple(names)
         val = self.lower_sum(rhs, names, "sum", set(names))
         tv = self.to_names(val, names)
         label = rhs.name if isinstance(rhs, A.TensorRef) else "value"
@@ -756,7 +759,7 @@ class Lowerer:
         for t in tensors:
             for n in t.names:
                 have.setdefault(n, None)
-        out_names = [n for n in keep if n in have]
+        out_names = self.in_layout([n for n in keep if n in have])
         projected = [n for n in have if n not in out_names]
         base_dtype = np.result_type(*[t.dtype for t in tensors])
         lits = [self.materialize(Weak(w), base_dtype) for w in weak if w != 1]
@@ -775,6 +778,16 @@ class Lowerer:
         )
         return TV(op.results[0], tuple(out_names))
 
+    def in_layout(self, names: list[str]) -> list[str]:
+        """``names`` with the equation's left-hand indices first, in its order (the rest keep theirs).
+
+        Intermediates laid out like the result need no final transpose, and an
+        elementwise epilogue reads a contraction's output through the identity
+        map (so it can run in place, in the BLAS output).
+        """
+        rank = {n: k for k, n in enumerate(self.layout)}
+        return sorted(names, key=lambda n: (0, rank[n]) if n in rank else (1, 0))
+
     def map(self, fn: str, vals: list[Val], params: dict[str, object] | None = None) -> Val:
         tensors = [v for v in vals if isinstance(v, TV)]
         if not tensors:
@@ -785,7 +798,7 @@ class Lowerer:
         for t in ops:
             for n in t.names:
                 names.setdefault(n, None)
-        out = list(names)
+        out = self.in_layout(list(names))
         dtype = dt.map_dtype(fn, [t.dtype for t in ops], params or {})
         op = self.emit(
             te.MapOp(fn, [t.value for t in ops], [t.names for t in ops], out, self.ttype(dtype, out), params)

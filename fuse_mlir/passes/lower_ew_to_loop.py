@@ -60,6 +60,7 @@ from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
+from fuse_mlir.passes.inplace import inplace_of
 from fuse_mlir.passes.registry import register_pass
 
 I1 = IntegerType(1)
@@ -384,6 +385,7 @@ class EwToLoop:
         maps: Sequence[Sequence[int]],
         body: Body,
         may_reorder: bool = True,
+        reuse: Sequence[SSAValue | None] = (),
     ) -> list[SSAValue]:
         """Allocate the result and emit the loop nest computing it; ``body`` is emitted exactly once.
 
@@ -399,14 +401,20 @@ class EwToLoop:
 
         so the innermost loop walks contiguous memory and vectorises without
         reassociation (DESIGN §4); the accumulator row then lives in the
-        result buffer. Each result element still combines its values in the
+        result buffer. A result with a ``reuse`` buffer (the inplace pass's
+        decision; only for nests without reductions) is stored there instead
+        of in a fresh allocation. Each result element still combines its values in the
         same order, so both orders give identical results. Bodies with checked
         reads keep the plain order (``may_reorder=False``) so the first failing
         position reported is the first in row-major order of the iteration
         space, as in the ew interpreter.
         """
         ext = list(extents)
-        results = [self.val(loop.AllocOp([ext[d] for d in res_dims], t)) for t in result_types]
+        reuse = list(reuse) or [None] * len(result_types)
+        results = [
+            r if r is not None else self.val(loop.AllocOp([ext[d] for d in res_dims], t))
+            for t, r in zip(result_types, reuse)
+        ]
         unsigned = [is_unsigned(t.element_type) for t in result_types]
         elems = [signless(t.element_type) for t in result_types]  # the accumulators' types: i8 for booleans
         ivs: dict[int, SSAValue] = {}
@@ -567,6 +575,7 @@ class EwToLoop:
             maps,
             body,
             may_reorder=not any(isinstance(o, ew.ExtractOp) and o.check is not None for o in block.ops),
+            reuse=[bufs[k] if k >= 0 else None for k in inplace_of(op)],
         )
 
     def extract(self, op: ew.ExtractOp, codes: dict[ew.ExtractOp, int]) -> SSAValue:

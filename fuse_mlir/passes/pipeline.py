@@ -141,6 +141,7 @@ class Pipeline:
         if analyses is None or analyses.module is not module:
             analyses = AnalysisManager(module)
         for pass_ in self.passes:
+            self._lower_for(pass_, module, ctx, analyses)
             self.hooks.run_before(pass_, module)
             analyses.begin_pass()
             try:
@@ -152,6 +153,22 @@ class Pipeline:
             analyses.end_pass(changed)
             self.hooks.run_after(pass_, module)
         return module
+
+    def _lower_for(self, pass_: ModulePass, module: ModuleOp, ctx: Context, analyses: AnalysisManager) -> None:
+        """Bring ``module`` down to the level ``pass_`` works on, if it is above it (``fuse`` on a .fuse file
+        lowers to elemwise first), through the registered lowerings and this pipeline's hooks."""
+        from fuse_mlir.passes.levels import all_levels, lowering_spec, module_level
+
+        want = getattr(pass_, "level", "any")
+        names = [lv.name for lv in all_levels()]
+        if want not in names:
+            return
+        have = module_level(module)
+        if names.index(have) >= names.index(want):
+            return
+        Pipeline.parse(lowering_spec(have, want), source=f"<lowering to {want}>", hooks=self.hooks).run(
+            module, ctx, analyses
+        )
 
     # -- inspection --------------------------------------------------------------
 

@@ -11,22 +11,19 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
 
 from fuse_mlir.backends.llvm.runtime import NativeKernel
-from fuse_mlir.diagnostics import Loc
+from fuse_mlir.diagnostics import FuseError, Loc
 from fuse_mlir.frontend.lower import Lowered
 from fuse_mlir.interp.reference import RunResult
 from fuse_mlir.ir import make_context
-from fuse_mlir.passes.contract_order import ContractOrder
-from fuse_mlir.passes.expand_math import ExpandMath
-from fuse_mlir.passes.fuse_elementwise import FuseElementwise
-from fuse_mlir.passes.lower_ew_to_loop import LowerEwToLoop
-from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
 from fuse_mlir.program import print_module
+from fuse_mlir.targets import get_target, normalise_opt_level
 
 
 @dataclass
@@ -44,22 +41,45 @@ _CACHE: dict[str, CompiledProgram] = {}
 _LOCK = threading.Lock()
 
 
-def lower_to_loop(te_module: ModuleOp, fuse: bool = True, strict: bool = False) -> ModuleOp:
-    """A copy of a tensor_eq module lowered to the loop level.
+def lowering_pipeline(
+    target: str = "llvm", opt_level: str | int = "O2", strict: bool = False, donate: Sequence[str] = ()
+) -> str:
+    """The pass pipeline (text) from tensor_eq to the loop level for ``target`` (see fuse_mlir.targets).
 
-    Multi-operand contractions are split in the cheapest pairwise order,
-    elemwise fusion runs unless ``fuse`` is off; ``exp`` is expanded into
-    vectorisable code unless ``strict`` (which keeps libm and IEEE order).
+    ``O2`` dedups, fuses and plans in-place buffers as the target allows; ``O0``
+    only lowers. Transcendentals are expanded into vectorisable code unless
+    ``strict`` (which keeps libm and IEEE order). ``donate`` names inputs the
+    in-place planner may overwrite.
     """
+    spec = get_target(target).pipeline(opt_level, strict=strict)
+    if donate:
+        spec = spec.replace(f"inplace{{target={target}}}", f"inplace{{target={target} donate={','.join(donate)}}}")
+    return spec
+
+
+def lower_to_loop(
+    te_module: ModuleOp,
+    *,
+    target: str = "llvm",
+    opt_level: str | int = "O2",
+    strict: bool = False,
+    donate: Sequence[str] = (),
+    pipeline: str | None = None,
+) -> ModuleOp:
+    """A copy of a tensor_eq module lowered to the loop level by :func:`lowering_pipeline`.
+
+    A user ``pipeline`` (pass pipeline text, e.g. ``"dedup,fuse"``) replaces the
+    target's: each pass runs at its own level (the module is lowered to it
+    first) and whatever lowering remains to the loop level follows.
+    """
+    from fuse_mlir.passes.levels import lower_to
+    from fuse_mlir.passes.pipeline import Pipeline
+
     module = te_module.clone()
     ctx = make_context()
-    ContractOrder().apply(ctx, module)
-    LowerTeToEw().apply(ctx, module)
-    if fuse:
-        FuseElementwise().apply(ctx, module)
-    if not strict:
-        ExpandMath().apply(ctx, module)
-    LowerEwToLoop().apply(ctx, module)
+    spec = pipeline if pipeline is not None else lowering_pipeline(target, opt_level, strict, donate)
+    Pipeline.parse(spec, source=f"<{target} {opt_level}>" if pipeline is None else "<pipeline>").run(module, ctx)
+    lower_to(module, "loop", ctx)
     module.verify()
     return module
 
@@ -77,17 +97,26 @@ def _strings(attr: ArrayAttr) -> list:
 
 
 def compile_program(
-    te_module: ModuleOp, *, strict: bool = False, fuse: bool = True, cache: bool = True
+    te_module: ModuleOp,
+    *,
+    strict: bool = False,
+    opt_level: str | int = "O2",
+    donate: Sequence[str] = (),
+    pipeline: str | None = None,
+    cache: bool = True,
 ) -> CompiledProgram:
     """The native program for a tensor_eq module (from the cache when the same module was compiled before)."""
-    key = hashlib.sha256(f"{strict}|{fuse}|".encode() + print_module(te_module).encode()).hexdigest()
+    opt = normalise_opt_level(opt_level)
+    donated = ",".join(sorted(donate))
+    head = f"{strict}|{opt}|{donated}|{pipeline}|".encode()
+    key = hashlib.sha256(head + print_module(te_module).encode()).hexdigest()
     if cache:
         with _LOCK:
             hit = _CACHE.get(key)
         if hit is not None:
             return hit
     t0 = time.perf_counter()
-    loop_module = lower_to_loop(te_module, fuse, strict)
+    loop_module = lower_to_loop(te_module, opt_level=opt, strict=strict, donate=sorted(donate), pipeline=pipeline)
     kernel = NativeKernel(loop_module, strict=strict)
     args = [_strings(e) for e in loop_module.attributes["fuse.args"].data]  # type: ignore[union-attr]
     results = []
@@ -113,17 +142,41 @@ def compile_program(
 
 @dataclass
 class NativeExecutor:
-    """Runs lowered programs as native code; ``strict`` keeps IEEE order, ``fuse`` enables kernel fusion."""
+    """Runs lowered programs as native code.
+
+    ``strict`` keeps IEEE order and libm; ``opt_level`` picks the llvm
+    target's pipeline (O0: no fusion or inplace; O2: the default); ``donate``
+    names inputs whose arrays the program may overwrite; ``pipeline`` (pass
+    pipeline text) replaces the target's pipeline.
+    """
 
     strict: bool = False
-    fuse: bool = True
+    opt_level: str | int = "O2"
+    donate: Sequence[str] = ()
+    pipeline: str | None = None
     cache: bool = True
     compiled: dict[int, CompiledProgram] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.opt_level = normalise_opt_level(self.opt_level)
+        if isinstance(self.donate, str):
+            self.donate = (self.donate,)
+        self.donate = tuple(sorted(self.donate))
 
     def program_for(self, lowered: Lowered) -> CompiledProgram:
         key = id(lowered.module)
         if key not in self.compiled:
-            self.compiled[key] = compile_program(lowered.module, strict=self.strict, fuse=self.fuse, cache=self.cache)
+            unknown = sorted(set(self.donate) - {s.name for s in lowered.inputs})
+            if unknown:
+                raise FuseError(f"donate names {', '.join(unknown)}, which the program does not take as inputs")
+            self.compiled[key] = compile_program(
+                lowered.module,
+                strict=self.strict,
+                opt_level=self.opt_level,
+                donate=self.donate,
+                pipeline=self.pipeline,
+                cache=self.cache,
+            )
         return self.compiled[key]
 
     def __call__(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult:

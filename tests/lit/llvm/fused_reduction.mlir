@@ -1,5 +1,5 @@
 // Fusion turns a map chain and its reduction into one kernel.
-// RUN: %fuse-opt %s -p fuse-elementwise | filecheck %s
+// RUN: %fuse-opt %s -p fuse | filecheck %s
 // CHECK-COUNT-1: ew.generic
 // CHECK-NOT: ew.generic
 // CHECK: te.export
