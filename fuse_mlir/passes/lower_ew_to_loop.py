@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects import arith, func
+from xdsl.dialects import arith, func, math
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
@@ -64,6 +64,7 @@ from fuse_mlir.passes.registry import register_pass
 
 I1 = IntegerType(1)
 I8 = IntegerType(8)
+I64 = IntegerType(64)
 INDEX = IndexType()
 
 Body = Callable[[dict[int, SSAValue]], list[SSAValue]]  # one scalar per result
@@ -219,6 +220,7 @@ class EwToLoop:
         self.n_exports = sum(len(o.values) for o in module.body.block.ops if isinstance(o, te.ExportOp))
         self.n_sinks = 0
         self.n_consts = 0
+        self.in_while = False  # inside a loop.while body: allocations and invariant index math go to the top
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -245,6 +247,26 @@ class EwToLoop:
 
     def index(self, value: int) -> SSAValue:
         return self.const(value, INDEX)
+
+    def at_top(self, v: SSAValue) -> bool:
+        """Whether ``v`` is defined in the function body itself (so it dominates a ``loop.while``)."""
+        owner = v.owner
+        return isinstance(owner, Operation) and (owner.parent is self.top or owner in self.const_ops)
+
+    def emit_hoisted(self, op: Operation) -> Operation:
+        """Emit ``op`` in the function body when inside a ``loop.while`` and its operands allow, else here.
+
+        Allocations hoisted this way are reused by every iteration instead of
+        growing the run's memory; index arithmetic is hoisted so that they can be.
+        """
+        if self.in_while and all(self.at_top(o) for o in op.operands):
+            self.top.add_op(op)
+            return op
+        return self.emit(op)
+
+    def alloc(self, extents: Sequence[SSAValue], t: MemRefType) -> SSAValue:
+        """A new buffer (hoisted out of a ``loop.while`` when its extents are known there)."""
+        return self.emit_hoisted(loop.AllocOp(extents, t)).results[0]
 
     def error(self, message: str, loc: str) -> int:
         """A new error code for ``fuse.errors``."""
@@ -406,7 +428,7 @@ class EwToLoop:
         space, as in the ew interpreter.
         """
         ext = list(extents)
-        results = [self.val(loop.AllocOp([ext[d] for d in res_dims], t)) for t in result_types]
+        results = [self.alloc([ext[d] for d in res_dims], t) for t in result_types]
         unsigned = [is_unsigned(t.element_type) for t in result_types]
         elems = [signless(t.element_type) for t in result_types]  # the accumulators' types: i8 for booleans
         ivs: dict[int, SSAValue] = {}
@@ -486,7 +508,7 @@ class EwToLoop:
     def arg(self, op: Operation, name: str, kind: str, entry: ArrayAttr | None = None) -> None:
         slot = len(self.args)
         self.args.append(entry if entry is not None else ArrayAttr([StringAttr(name), StringAttr(kind)]))
-        self.vmap[op.results[0]] = self.val(loop.ArgOp(slot, name, memref_of(op.results[0].type)))
+        self.vmap[op.results[0]] = self.emit_hoisted(loop.ArgOp(slot, name, memref_of(op.results[0].type))).results[0]
 
     def lower_constant(self, op: te.ConstantOp) -> None:
         name = f"const{self.n_consts}"
@@ -608,7 +630,7 @@ class EwToLoop:
                 return [self.val(arith.MulfOp(x, y))]
 
             return self.nest(ext, out, red, ["sum"], [memref_of(rt)], [ma, mb], body)[0]
-        c = self.val(loop.AllocOp([ext[d] for d in out], memref_of(rt)))
+        c = self.alloc([ext[d] for d in out], memref_of(rt))
         batch, m, n, k = (self.product([ext[d] for d in g]) for g in (plan.batch, plan.m, plan.n, plan.k))
         if not all(_static_positive(op.extents[d]) for d in plan.k):
             self.zero_fill(c, [ext[d] for d in out], k)
@@ -674,6 +696,124 @@ class EwToLoop:
             self.emit(loop.ResultOp(self.mapped(v), slot, op.path.data))
         self.n_sinks += 1
 
+    # -- fixpoint ----------------------------------------------------------------------
+
+    def lower_fixpoint(self, op: te.FixpointOp) -> None:
+        """``te.fixpoint`` → state buffers updated in place by a ``loop.while`` (see docs/modes.md).
+
+        The carried tensors live in buffers allocated before the loop (filled
+        from the inits); the body reads them, computes the next values into
+        its own (hoisted) buffers, then one nest per carried tensor compares
+        next with current (exactly, or within atol/rtol for floats) while
+        copying next over current. The loop goes on while something changed
+        and fewer than ``max_iters`` runs were made; the run count and the
+        converged flag are stored into 0-d buffers after it.
+        """
+        if self.in_while:
+            raise FuseError("lower-ew-to-loop: nested te.fixpoint ops are not supported")
+        atol, rtol = op.atol.value.data, op.rtol.value.data
+        states: list[SSAValue] = []
+        for init in op.inits:
+            src = self.mapped(init)
+            ext = [self.buffer_dim(src, k) for k in range(len(memref_of(init.type).get_shape()))]
+            st = self.val(loop.AllocOp(ext, memref_of(init.type)))
+            self.copy(src, st)
+            states.append(st)
+        counter = self.val(loop.AllocOp([], MemRefType(I64, [])))
+        true = self.const(1, I1)
+        region, block = loop.WhileOp.make_body([self.index(0), self.const(0, I1)])
+        it = block.args[0]
+        saved, self.cur, self.in_while = self.cur, block, True
+        try:
+            self.store(self.val(arith.IndexCastOp(it, I64)), counter, [])
+            body = op.body.block
+            self.vmap[body.args[0]] = counter
+            for arg, st in zip(body.args[1:], states):
+                self.vmap[arg] = st
+            ops = list(body.ops)
+            for bop in ops[:-1]:
+                self.lower(bop)
+            term = ops[-1]
+            assert isinstance(term, te.YieldOp)
+            news = [self.mapped(v) for v in term.values]
+            for k, new in enumerate(news):
+                if new in states:  # a next value that is a current one: snapshot it before any copy-back
+                    tmp = self.alloc([self.buffer_dim(new, a) for a in range(len(new.type.get_shape()))], new.type)  # type: ignore[attr-defined]
+                    self.copy(new, tmp)
+                    news[k] = tmp
+            same = true
+            for new, st, checked in zip(news, states, op.checked_list()):
+                ok = self.compare_copy(new, st, atol, rtol)
+                if checked:
+                    same = self.val(arith.AndIOp(same, ok))
+            nxt = self.val(arith.AddiOp(it, self.index(1)))
+            more = self.val(arith.CmpiOp(nxt, self.index(op.max_iters.value.data), "slt"))
+            changed = self.val(arith.XOrIOp(same, true))
+            block.add_op(loop.YieldOp([self.val(arith.AndIOp(changed, more)), nxt, same]))
+        finally:
+            self.cur, self.in_while = saved, False
+        w = self.emit(loop.WhileOp([self.index(0), self.const(0, I1)], region))
+        iters = self.val(loop.AllocOp([], MemRefType(I64, [])))
+        self.store(self.val(arith.IndexCastOp(w.results[0], I64)), iters, [])
+        conv = self.val(loop.AllocOp([], MemRefType(I8, [])))
+        self.store(w.results[1], conv, [])
+        for r, v in zip(op.outputs, [*states, iters, conv]):
+            self.vmap[r] = v
+
+    def walk(
+        self,
+        extents: Sequence[SSAValue],
+        inits: Sequence[SSAValue],
+        body: Callable[[list[SSAValue], list[SSAValue]], Sequence[SSAValue]],
+    ) -> list[SSAValue]:
+        """A sequential nest over ``extents`` carrying ``inits``; ``body(positions, carried)`` gives the next ones."""
+        ivs: list[SSAValue] = []
+
+        def level(k: int, carried: list[SSAValue]) -> list[SSAValue]:
+            if k == len(extents):
+                return list(body(list(ivs), carried))
+
+            def step(iv: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+                ivs.append(iv)
+                out = level(k + 1, c)
+                ivs.pop()
+                return out
+
+            return list(self.loop_for(extents[k], carried, False, step).results)
+
+        return level(0, list(inits))
+
+    def copy(self, src: SSAValue, dst: SSAValue) -> None:
+        """Copy a buffer into another of the same shape."""
+        ext = [self.buffer_dim(src, a) for a in range(len(src.type.get_shape()))]  # type: ignore[attr-defined]
+        self.walk(ext, [], lambda ivs, c: self.store(self.load(src, ivs, None), dst, ivs) or [])
+
+    def compare_copy(self, new: SSAValue, state: SSAValue, atol: float, rtol: float) -> SSAValue:
+        """Copy ``new`` over ``state``; an ``i1`` saying whether no element changed (floats within tolerance)."""
+        t = new.type
+        assert isinstance(t, MemRefType)
+        elem = signless(t.element_type)
+        ext = [self.buffer_dim(new, a) for a in range(len(t.get_shape()))]
+
+        def body(ivs: list[SSAValue], carried: list[SSAValue]) -> list[SSAValue]:
+            a = self.load(new, ivs, None)
+            b = self.load(state, ivs, None)
+            if is_float(elem):
+                eq = self.val(arith.CmpfOp(a, b, "oeq"))
+                diff = self.val(math.AbsFOp(self.val(arith.SubfOp(a, b))))
+                tol = self.val(
+                    arith.AddfOp(self.const(atol, elem), self.val(arith.MulfOp(self.const(rtol, elem), self.val(math.AbsFOp(a)))))
+                )
+                close = self.val(arith.CmpfOp(diff, tol, "ole"))
+                nans = self.val(arith.AndIOp(self.val(arith.CmpfOp(a, a, "uno")), self.val(arith.CmpfOp(b, b, "uno"))))
+                eq = self.val(arith.OrIOp(self.val(arith.OrIOp(eq, close)), nans))
+            else:
+                eq = self.val(arith.CmpiOp(a, b, "eq"))
+            self.store(a, state, ivs)
+            return [self.val(arith.AndIOp(carried[0], eq))]
+
+        return self.walk(ext, [self.const(1, I1)], body)[0]
+
     # -- driver ----------------------------------------------------------------------
 
     def lower(self, op: Operation) -> None:
@@ -700,8 +840,13 @@ class EwToLoop:
             self.lower_export(op)
         elif isinstance(op, te.SinkOp):
             self.lower_sink(op)
+        elif isinstance(op, te.FixpointOp):
+            self.lower_fixpoint(op)
         elif op.dialect_name() == "arith" and not op.regions:
-            self.clone(op)
+            if self.in_while and all(self.at_top(self.mapped(o)) for o in op.operands):
+                self.emit_hoisted(op.clone(value_mapper=self.vmap))
+            else:
+                self.clone(op)
         else:
             raise FuseError(f"lower-ew-to-loop: cannot lower '{op.name}' (expected the ew level)")
 
