@@ -35,7 +35,7 @@ from typing import ClassVar
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import tensor_eq as te
@@ -78,6 +78,11 @@ def nonnegative(v: SSAValue, carried: set[SSAValue]) -> bool:
         return op.projection.data in ("sum", "max", "min", "mean", "prod") and all(
             nonnegative(x, carried) for x in op.inputs
         )
+    if isinstance(op, te.FixpointOp) and isinstance(v, OpResult) and v.index < len(op.inits):
+        body = op.body.block
+        term = body.last_op
+        assert isinstance(term, te.YieldOp)
+        return nonnegative(op.inits[v.index], carried) and nonnegative(term.values[v.index], set(body.args[1:]))
     if isinstance(op, te.AccessOp | te.BroadcastOp | te.CastOp | te.ReduceOp):
         return nonnegative(op.operands[0], carried)
     return False
