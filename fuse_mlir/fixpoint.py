@@ -26,12 +26,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from fuse_mlir.diagnostics import FuseError, warning
-from fuse_mlir.frontend.lower import MODES, STATUS_SEP, LowerOptions, Lowered
+from fuse_mlir.frontend.lower import MODES, STATUS_SEP, Lowered, LowerOptions
 
 Schedule = float | int | tuple | Sequence[tuple[int, float]] | Callable[[int], float]
 

@@ -22,7 +22,7 @@ from xdsl.printer import Printer
 
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.frontend import ast as A
-from fuse_mlir.frontend.lower import LowerOptions, Lowered, load_sources, lower_program
+from fuse_mlir.frontend.lower import Lowered, LowerOptions, load_sources, lower_program
 from fuse_mlir.frontend.parser import parse
 from fuse_mlir.frontend.resolve import Resolved, free_indices, resolve, split_factors, split_terms
 
@@ -189,9 +189,8 @@ class Runner:
 
     def run(self, inputs: Mapping[str, Any] | None = None, *, write_sinks: bool = True) -> dict[str, np.ndarray]:
         """Validate ``inputs``, run the program, write its sinks, and return the exports by name."""
-        from fuse_mlir.io.sinks import write_sink
-
         from fuse_mlir.fixpoint import collect_run
+        from fuse_mlir.io.sinks import write_sink
 
         arrays = self._validate(dict(inputs or {}))
         lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)

@@ -328,7 +328,9 @@ class WhileOp(IRDLOperation):
     inits = var_operand_def()
     body = region_def("single_block")
     results_ = var_result_def()
-    assembly_format = "(`iter_args` `(` $inits^ `:` type($inits) `)`)? attr-dict-with-keyword (`->` type($results_)^)? $body"
+    assembly_format = (
+        "(`iter_args` `(` $inits^ `:` type($inits) `)`)? attr-dict-with-keyword (`->` type($results_)^)? $body"
+    )
 
     def __init__(self, inits: Sequence[SSAValue], body: Region):
         super().__init__(operands=[list(inits)], result_types=[[v.type for v in inits]], regions=[body])
@@ -347,7 +349,9 @@ class WhileOp(IRDLOperation):
             raise VerifyException(f"loop.while: body arguments must be {want}")
         term = block.last_op
         if not isinstance(term, YieldOp) or [v.type for v in term.values] != [IntegerType(1), *want]:
-            raise VerifyException("loop.while: the body must end with loop.yield of an i1 condition and the carried values")
+            raise VerifyException(
+                "loop.while: the body must end with loop.yield of an i1 condition and the carried values"
+            )
 
 
 Loop = Dialect(

@@ -802,7 +802,9 @@ class EwToLoop:
                 eq = self.val(arith.CmpfOp(a, b, "oeq"))
                 diff = self.val(math.AbsFOp(self.val(arith.SubfOp(a, b))))
                 tol = self.val(
-                    arith.AddfOp(self.const(atol, elem), self.val(arith.MulfOp(self.const(rtol, elem), self.val(math.AbsFOp(a)))))
+                    arith.AddfOp(
+                        self.const(atol, elem), self.val(arith.MulfOp(self.const(rtol, elem), self.val(math.AbsFOp(a))))
+                    )
                 )
                 close = self.val(arith.CmpfOp(diff, tol, "ole"))
                 nans = self.val(arith.AndIOp(self.val(arith.CmpfOp(a, a, "uno")), self.val(arith.CmpfOp(b, b, "uno"))))

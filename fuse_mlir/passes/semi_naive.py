@@ -194,7 +194,12 @@ class _Rewriter:
             if not all(nonnegative(x, carried) for x in op.inputs):
                 raise NotMonotone
             for x, y, nx in ((a, b, na), (b, a, nb)):
-                if x in self.delta and y not in self.delta and tuple(nx) == out and self.delta[x].type == op.result.type:
+                if (
+                    x in self.delta
+                    and y not in self.delta
+                    and tuple(nx) == out
+                    and self.delta[x].type == op.result.type
+                ):
                     return self.delta[x]  # the other side brings no new fact
             da = self.delta[a] if a in self.delta else self.zero_like(self.full.get(a, a), na)
             db = self.delta[b] if b in self.delta else self.zero_like(self.full.get(b, b), nb)
