@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy import sparse
 
 from fuse_mlir import Program
 
@@ -47,18 +48,18 @@ def operation_counts(n: int) -> dict[str, int]:
     Follows the fact sets run by run (as both modes do: they visit the same
     sets): naive joins all of ``Anc_k`` with ``Par``, semi-naive only ``ΔAnc_k``.
     """
-    par = np.eye(n, k=1, dtype=bool)
-    anc = np.zeros((n, n), dtype=bool)
-    delta = np.zeros((n, n), dtype=bool)
+    par = sparse.eye(n, k=1, dtype=np.int64, format="csr")
+    anc = sparse.csr_matrix((n, n), dtype=np.int64)
+    delta = sparse.csr_matrix((n, n), dtype=np.int64)
     dense = naive = semi = runs = 0
     while True:
         runs += 1
         dense += n**3
-        naive += int(anc.sum()) * n
-        semi += int(delta.sum()) * n
-        new = par | (anc.astype(np.int32) @ par.astype(np.int32) > 0)
-        delta = new & ~anc
-        if not delta.any():
+        naive += anc.nnz * n
+        semi += delta.nnz * n
+        new = ((par + anc @ par) > 0).astype(np.int64)
+        delta = ((new - anc) > 0).astype(np.int64)
+        if delta.nnz == 0:
             break
         anc = new
     return {"runs": runs, "dense": dense, "naive_skip": naive, "semi_skip": semi}
