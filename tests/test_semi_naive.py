@@ -121,6 +121,8 @@ def test_boolean_groups_are_rewritten():
         "E(x,y) = Ein(x,y)\nA(x,z) = E(x,z) + !A(z,x)",
         # A sum-valued (non-boolean) recursion.
         "X[i] = 0.5 X[i] + Fin[i,i]",
+        # max of two possibly negative factors may be negative.
+        "E(x,y) = Ein(x,y)\nA(x,z) = E(x,z) + A(x,y) max(Fin(y,z), Fin(y,z))",
     ],
 )
 def test_non_monotone_groups_stay_naive(src):
@@ -129,6 +131,15 @@ def test_non_monotone_groups_stay_naive(src):
     module = prog.lower({"Ein": np.int8, "Fin": np.int8}, LowerOptions(mode="fixpoint", semi_naive=False)).module
     skipped = []
     assert semi_naive(module, skipped.append) == 0 and len(skipped) == 1
+
+
+def test_max_with_one_non_negative_factor_is_rewritten():
+    prog = Program("E(x,y) = Ein(x,y)\nA(x,z) = E(x,z) + A(x,y) max(E(y,z), Fin(y,z))")
+    assert rewritten(prog) == 1
+    rng = np.random.default_rng(0)
+    inputs = {"Ein": (rng.random((5, 5)) < 0.3).astype(np.int8), "Fin": rng.integers(-2, 2, (5, 5)).astype(np.int8)}
+    _, want, _, got = run_both(prog, inputs, "reference")
+    np.testing.assert_array_equal(got["A"], want["A"])
 
 
 def test_facts_from_files_allow_the_rewrite(tmp_path):

@@ -69,11 +69,11 @@ def nonnegative(v: SSAValue, carried: set[SSAValue]) -> bool:
         return bool(np.all(te.dense_value(op.value) >= 0))
     if isinstance(op, te.MapOp):
         fn = op.fn.data
-        if fn in _BOOLEAN_MAPS:
+        if fn in _BOOLEAN_MAPS or fn in ("relu", "abs", "exp", "sig", "step"):
             return True
-        return fn in ("add", "mul", "maximum", "minimum", "relu", "abs", "exp", "sig", "step") and all(
-            nonnegative(x, carried) or fn in ("relu", "abs", "exp", "sig", "step", "maximum") for x in op.inputs
-        )
+        if fn == "maximum":
+            return any(nonnegative(x, carried) for x in op.inputs)
+        return fn in ("add", "mul", "minimum") and all(nonnegative(x, carried) for x in op.inputs)
     if isinstance(op, te.ContractOp):
         return op.projection.data in ("sum", "max", "min", "mean", "prod") and all(
             nonnegative(x, carried) for x in op.inputs
