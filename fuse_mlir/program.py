@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -25,6 +25,9 @@ from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.lower import Lowered, LowerOptions, load_sources, lower_program
 from fuse_mlir.frontend.parser import parse
 from fuse_mlir.frontend.resolve import Resolved, free_indices, resolve, split_factors, split_terms
+
+if TYPE_CHECKING:
+    from fuse_mlir.fixpoint import RunInfo
 
 
 def print_module(module: ModuleOp, generic: bool = False) -> str:
@@ -72,6 +75,8 @@ class Program:
         """The tensor_eq module for inputs of the given dtypes (float64 for any not named) and lowering options."""
         items = input_dtypes.items() if input_dtypes else ()
         key = tuple(sorted((k, np.dtype(v)) for k, v in items))  # dtypes hash by value
+        if options is not None and options.mode == "single" and not options.temperature:
+            options = None  # the plain single-pass lowering: one cache entry for it
         hit = self._lowered.get((key, options))
         if hit is None:
             hit = lower_program(self.resolved, dict(key), self.source_arrays(), options)
@@ -172,7 +177,7 @@ class Runner:
     out_root: Path
     executor: Any = None
     options: LowerOptions | None = None
-    last_run: Any = None  # a fuse_mlir.fixpoint.RunInfo after each run: iterations/convergence, temperatures
+    last_run: RunInfo | None = None  # after each run: per recursive group iterations/convergence, temperatures
     _specs: dict[str, Any] | None = field(default=None, repr=False)
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
