@@ -158,9 +158,14 @@ def test_integer_fixpoint_is_exact(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_max_iters_reached_warns_and_flags(backend):
+@pytest.mark.parametrize(
+    "src",
+    ["Anc(x,z) = Par(x,z) + Anc(x,y) Par(y,z)", "Edge(x,y) = Par(x,y)\nAnc(x,z) = Edge(x,z) + Anc(x,y) Edge(y,z)"],
+    ids=["naive", "semi-naive"],
+)
+def test_max_iters_reached_warns_and_flags(backend, src):
     seen = []
-    runner = Program("Anc(x,z) = Par(x,z) + Anc(x,y) Par(y,z)").compile(backend, mode="fixpoint", max_iters=3)
+    runner = Program(src + "\nexport Anc").compile(backend, mode="fixpoint", max_iters=3)
     with diagnostic_handler(seen.append):
         out = runner(Par=np.eye(8, k=1, dtype=np.int8))
     assert not runner.last_run.converged
