@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -22,9 +22,12 @@ from xdsl.printer import Printer
 
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.frontend import ast as A
-from fuse_mlir.frontend.lower import Lowered, load_sources, lower_program
+from fuse_mlir.frontend.lower import Lowered, LowerOptions, load_sources, lower_program
 from fuse_mlir.frontend.parser import parse
 from fuse_mlir.frontend.resolve import Resolved, free_indices, resolve, split_factors, split_terms
+
+if TYPE_CHECKING:
+    from fuse_mlir.fixpoint import RunInfo
 
 
 def print_module(module: ModuleOp, generic: bool = False) -> str:
@@ -68,13 +71,20 @@ class Program:
             self._sources = load_sources(self.resolved)
         return self._sources
 
-    def lower(self, input_dtypes: Mapping[str, Any] | None = None) -> Lowered:
-        """The tensor_eq module for inputs of the given dtypes (float64 for any not named)."""
+    def lower(self, input_dtypes: Mapping[str, Any] | None = None, options: LowerOptions | None = None) -> Lowered:
+        """The tensor_eq module for inputs of the given dtypes (float64 for any not named) and lowering options."""
         items = input_dtypes.items() if input_dtypes else ()
         key = tuple(sorted((k, np.dtype(v)) for k, v in items))  # dtypes hash by value
-        hit = self._lowered.get(key)
+        if options is not None and options.mode == "single" and not options.temperature:
+            options = None  # the plain single-pass lowering: one cache entry for it
+        hit = self._lowered.get((key, options))
         if hit is None:
-            hit = self._lowered[key] = lower_program(self.resolved, dict(key), self.source_arrays())
+            hit = lower_program(self.resolved, dict(key), self.source_arrays(), options)
+            if options is not None and options.mode == "fixpoint" and options.semi_naive:
+                from fuse_mlir.passes.semi_naive import semi_naive
+
+                semi_naive(hit.module)
+            self._lowered[(key, options)] = hit
         return hit
 
     def to_mlir(self, input_dtypes: Mapping[str, Any] | None = None, generic: bool = False) -> str:
@@ -90,6 +100,12 @@ class Program:
         out_root: str | Path | None = None,
         opt_level: str | int = 2,
         donate: Sequence[str] = (),
+        mode: str = "single",
+        max_iters: int = 32,
+        atol: float = 1e-6,
+        rtol: float = 1e-5,
+        temperature: Mapping[str, Any] | None = None,
+        semi_naive: bool = True,
         **options: Any,
     ) -> Runner:
         """A runner for ``backend`` (``reference`` or ``llvm``); sinks write under ``out_root`` (default: cwd).
@@ -97,16 +113,24 @@ class Program:
         ``opt_level`` picks the target's named pipeline (0: no fusion or
         inplace; 2: the default). ``donate`` names inputs whose arrays the
         program may overwrite (as in JAX: don't read them after the call).
-        Other ``options`` go to the backend (for llvm: ``strict=True`` keeps
-        IEEE evaluation order and libm calls, ``cache=False`` skips the kernel
-        cache).
+        ``mode="fixpoint"`` iterates recursive groups to convergence (``max_iters``,
+        ``atol``, ``rtol``; boolean groups by semi-naive delta rules unless
+        ``semi_naive=False``); ``temperature`` maps tensors to schedules for
+        their ``sig(x)`` calls without T (docs/modes.md). ``options`` go to the
+        backend (for llvm: ``strict=True`` keeps IEEE evaluation order and libm
+        calls, ``cache=False`` skips the kernel cache).
         """
         from fuse_mlir.backends import get_backend
+        from fuse_mlir.fixpoint import lower_options
 
+        defined = list(dict.fromkeys(eq.lhs.name for eq in self.resolved.equations))
+        lowering = lower_options(defined, mode, max_iters, atol, rtol, temperature, semi_naive)
         donated = (donate,) if isinstance(donate, str) else tuple(donate)
         executor = get_backend(backend, opt_level=opt_level, donate=donated, **options)
         root = Path(out_root) if out_root is not None else Path.cwd()
-        return Runner(self, backend, root, executor, donate=frozenset(donated))
+        runner = Runner(self, backend, root, executor, donate=frozenset(donated))
+        runner.options = lowering
+        return runner
 
     # -- explain -----------------------------------------------------------
 
@@ -160,21 +184,31 @@ class Runner:
     out_root: Path
     executor: Any = None
     donate: frozenset[str] = frozenset()
+    options: LowerOptions | None = None
+    last_run: RunInfo | None = None  # after each run: per recursive group iterations/convergence, temperatures
     _specs: dict[str, Any] | None = field(default=None, repr=False)
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         return self.run(inputs)
 
     def input_names(self) -> list[str]:
-        return [s.name for s in self.program.lower().inputs]
+        return [s.name for s in self.program.lower(None, self.options).inputs]
+
+    def explain(self) -> str:
+        """What the last run did: per recursive group its iterations and convergence, and the T per iteration."""
+        if self.last_run is None:
+            return "not run yet"
+        return self.last_run.explain()
 
     def run(self, inputs: Mapping[str, Any] | None = None, *, write_sinks: bool = True) -> dict[str, np.ndarray]:
         """Validate ``inputs``, run the program, write its sinks, and return the exports by name."""
+        from fuse_mlir.fixpoint import collect_run
         from fuse_mlir.io.sinks import write_sink
 
         arrays = self._validate(dict(inputs or {}))
-        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()})
+        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
         result = self.executor(lowered, arrays)
+        self.last_run = collect_run(lowered, self.options or LowerOptions(), result.exports)
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)
@@ -183,7 +217,7 @@ class Runner:
     def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
         specs = self._specs
         if specs is None:
-            specs = self._specs = {s.name: s for s in self.program.lower().inputs}
+            specs = self._specs = {s.name: s for s in self.program.lower(None, self.options).inputs}
         unknown = sorted(set(inputs) - set(specs))
         if unknown:
             raise FuseRuntimeError(

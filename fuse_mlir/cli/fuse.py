@@ -23,7 +23,7 @@ from fuse_mlir.backends import BACKENDS
 from fuse_mlir.cli.common import ArgumentParser, read_text, run_main, version_string, write_text
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.io.sources import SOURCE_EXTENSIONS, load_source
-from fuse_mlir.program import Program, exports_to_json, format_exports
+from fuse_mlir.program import Program, Runner, exports_to_json, format_exports
 
 OUT_EXTENSIONS = (".npy", ".npz", ".json")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -66,6 +66,13 @@ def build_parser() -> ArgumentParser:
     run.add_argument(
         "--out-root", metavar="DIR", help="the folder that the program's sinks write under (default: current folder)"
     )
+    run.add_argument(
+        "--mode",
+        default="single",
+        choices=["single", "fixpoint"],
+        help="single: one pass, a cycle is an error; fixpoint: iterate recursive groups (docs/modes.md)",
+    )
+    run.add_argument("--max-iters", type=int, default=32, metavar="N", help="fixpoint mode's run limit (default: 32)")
 
     explain = sub.add_parser("explain", help="show each equation's joined, projected and broadcast indices")
     explain.add_argument("program", help="the .fuse file ('-' reads stdin)")
@@ -94,14 +101,15 @@ def parse_input_args(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def load_inputs(program: Program, paths: Mapping[str, str]) -> dict[str, np.ndarray]:
+def load_inputs(program: Program, paths: Mapping[str, str], runner: Runner | None = None) -> dict[str, np.ndarray]:
     """Read each ``--input`` file, relative to the current folder.
 
     The rank is passed only for coordinate files (``.csv``/``.tsv``), where it
     decides whether the last column holds values; for other formats a wrong
-    rank is left to the runner, whose error points into the program.
+    rank is left to the runner, whose error points into the program. The
+    inputs are those of ``runner``'s lowering (its mode) when given.
     """
-    specs = {s.name: s for s in program.lower().inputs}
+    specs = {s.name: s for s in program.lower(None, runner.options if runner else None).inputs}
     arrays: dict[str, np.ndarray] = {}
     for name, path in paths.items():
         spec = specs.get(name)
@@ -146,8 +154,14 @@ def save_exports(exports: Mapping[str, np.ndarray], path: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """``fuse run``: load, run, then print or save the exports."""
     program = load_program(args.program)
-    runner = program.compile(args.backend, out_root=args.out_root, opt_level=int(args.opt_level))
-    inputs = load_inputs(program, parse_input_args(args.input))
+    runner = program.compile(
+        args.backend,
+        out_root=args.out_root,
+        opt_level=int(args.opt_level),
+        mode=args.mode,
+        max_iters=args.max_iters,
+    )
+    inputs = load_inputs(program, parse_input_args(args.input), runner)
     exports = runner.run(inputs)
     if args.out is not None:
         save_exports(exports, args.out)

@@ -10,6 +10,8 @@ dialect, see docs/native-abi.md) whose body uses:
 - ``loop.for``: a counted loop with loop-carried values (``iter_args``, e.g.
   reduction accumulators kept in registers) and a ``parallel`` flag meaning
   iterations are independent; ``loop.yield`` ends its body.
+- ``loop.while``: a do-while loop with carried scalars whose body yields the
+  condition to go on first (fixpoint iteration).
 - ``loop.load`` / ``loop.store``: element access at multi-dimensional positions.
 - ``loop.check``: a run-time assertion; when ``cond`` is false the entry point
   returns ``code`` with the two detail values (which index, which extent).
@@ -311,8 +313,49 @@ class HostCallOp(IRDLOperation):
     assembly_format = "$fn `(` $inputs `)` attr-dict `:` functional-type($inputs, results)"
 
 
+@irdl_op_definition
+class WhileOp(IRDLOperation):
+    """A do-while loop with carried scalars: run the body, then repeat while its first yielded value is true.
+
+    The body block's arguments are the carried values (``inits`` on the
+    first run); it ends with ``loop.yield`` of an ``i1`` condition followed
+    by the next carried values. The results are the carried values yielded
+    by the last run. Buffers are not carried: a loop updates buffers defined
+    outside it (fixpoint iteration keeps its state that way).
+    """
+
+    name = "loop.while"
+    inits = var_operand_def()
+    body = region_def("single_block")
+    results_ = var_result_def()
+    assembly_format = (
+        "(`iter_args` `(` $inits^ `:` type($inits) `)`)? attr-dict-with-keyword (`->` type($results_)^)? $body"
+    )
+
+    def __init__(self, inits: Sequence[SSAValue], body: Region):
+        super().__init__(operands=[list(inits)], result_types=[[v.type for v in inits]], regions=[body])
+
+    @staticmethod
+    def make_body(inits: Sequence[SSAValue]) -> tuple[Region, Block]:
+        block = Block(arg_types=[v.type for v in inits])
+        return Region(block), block
+
+    def verify_(self) -> None:
+        want = [v.type for v in self.inits]
+        if any(isinstance(t, MemRefType) for t in want):
+            raise VerifyException("loop.while: buffers cannot be carried")
+        block = self.body.block
+        if [a.type for a in block.args] != want:
+            raise VerifyException(f"loop.while: body arguments must be {want}")
+        term = block.last_op
+        if not isinstance(term, YieldOp) or [v.type for v in term.values] != [IntegerType(1), *want]:
+            raise VerifyException(
+                "loop.while: the body must end with loop.yield of an i1 condition and the carried values"
+            )
+
+
 Loop = Dialect(
     "loop",
-    [ArgOp, ResultOp, AllocOp, DimOp, LoadOp, StoreOp, YieldOp, ForOp, CheckOp, GemmOp, HostCallOp],
+    [ArgOp, ResultOp, AllocOp, DimOp, LoadOp, StoreOp, YieldOp, ForOp, WhileOp, CheckOp, GemmOp, HostCallOp],
     [],
 )

@@ -34,14 +34,16 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
     attr_def,
     irdl_op_definition,
+    lazy_traits_def,
     operand_def,
     opt_attr_def,
+    region_def,
     result_def,
     traits_def,
     var_operand_def,
@@ -49,7 +51,7 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import Pure
+from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 # --------------------------------------------------------------------------
@@ -970,6 +972,133 @@ class CastOp(IRDLOperation):
         _check_rank(self, self.result, names_of(self.indices), "result")
 
 
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends a ``te.fixpoint`` body with the next values of the carried tensors."""
+
+    name = "te.yield"
+    values = var_operand_def(TensorType)
+    traits = lazy_traits_def(lambda: (IsTerminator(), HasParent(FixpointOp)))
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[list(values)])
+
+
+FIXPOINT_STATUS = ("iterations", "converged")
+"""The two trailing results of ``te.fixpoint``: a 0-d int64 iteration count and a 0-d int8 converged flag."""
+
+
+@irdl_op_definition
+class FixpointOp(IRDLOperation):
+    """Iterate a recursive group of tensors until no carried tensor changes, or ``max_iters`` body runs.
+
+    The body's block arguments are the iteration number (a 0-d ``i64``
+    tensor, 0 on the first run) and the current value of each carried tensor
+    (``inits`` on the first run); ``te.yield`` gives their next values. After
+    each run the next values are compared with the current ones: floats are
+    unchanged when ``|new - old| <= atol + rtol * |new|`` (NaN where both are
+    NaN), other types when equal; carried values whose ``checked`` entry is
+    false (semi-naive deltas) take no part. The loop stops when all compared
+    values are unchanged or after ``max_iters`` runs. Results: the final
+    carried values, then the number of body runs (0-d ``i64``) and whether
+    the last run changed nothing (0-d ``i8``, 1 = converged). ``names`` are
+    the carried tensors' names (for reports), ``label`` names the group.
+    """
+
+    name = "te.fixpoint"
+    inits = var_operand_def(TensorType)
+    names = attr_def(ArrayAttr[StringAttr])
+    label = attr_def(StringAttr)
+    max_iters = attr_def(IntegerAttr)
+    atol = attr_def(FloatAttr)
+    rtol = attr_def(FloatAttr)
+    checked = opt_attr_def(ArrayAttr)
+    body = region_def("single_block")
+    outputs = var_result_def(TensorType)
+    assembly_format = "$label `(` $inits `)` attr-dict-with-keyword `:` functional-type($inits, $outputs) $body"
+
+    def __init__(
+        self,
+        label: str,
+        inits: Sequence[SSAValue],
+        names: Sequence[str],
+        body: Region,
+        max_iters: int,
+        atol: float,
+        rtol: float,
+        checked: Sequence[bool] | None = None,
+    ):
+        attrs: dict[str, Attribute] = {
+            "label": StringAttr(label),
+            "names": str_array(names),
+            "max_iters": IntegerAttr(max_iters, i64),
+            "atol": FloatAttr(float(atol), Float64Type()),
+            "rtol": FloatAttr(float(rtol), Float64Type()),
+        }
+        if checked is not None and not all(checked):
+            attrs["checked"] = ArrayAttr([BoolAttr.from_bool(bool(c)) for c in checked])
+        types = [v.type for v in inits] + [counter_type(), flag_type()]
+        super().__init__(operands=[list(inits)], result_types=[types], regions=[body], attributes=attrs)
+
+    @staticmethod
+    def make_body(inits: Sequence[SSAValue]) -> tuple[Region, Block]:
+        """An empty body whose arguments are the iteration counter and one per carried value."""
+        block = Block(arg_types=[counter_type(), *[v.type for v in inits]])
+        return Region(block), block
+
+    @property
+    def carried(self) -> Sequence[SSAValue]:
+        """The results that are the carried tensors' final values."""
+        return self.outputs[: len(self.inits)]
+
+    @property
+    def iterations(self) -> SSAValue:
+        return self.outputs[len(self.inits)]
+
+    @property
+    def converged(self) -> SSAValue:
+        return self.outputs[len(self.inits) + 1]
+
+    def checked_list(self) -> list[bool]:
+        """Whether each carried value takes part in the convergence test."""
+        if self.checked is None:
+            return [True] * len(self.inits)
+        return [bool(a.value.data) for a in self.checked.data]  # type: ignore[attr-defined]
+
+    def verify_(self) -> None:
+        n = len(self.inits)
+        want = [v.type for v in self.inits]
+        if len(names_of(self.names)) != n:
+            raise VerifyException("te.fixpoint: one name per carried value expected")
+        if [r.type for r in self.outputs] != [*want, counter_type(), flag_type()]:
+            raise VerifyException(
+                "te.fixpoint: results must be the carried types, then tensor<i64> (iterations) and tensor<i8> (converged)"
+            )
+        block = self.body.block
+        if [a.type for a in block.args] != [counter_type(), *want]:
+            raise VerifyException("te.fixpoint: body arguments must be the tensor<i64> counter, then the carried types")
+        term = block.last_op
+        if not isinstance(term, YieldOp) or [v.type for v in term.values] != want:
+            raise VerifyException("te.fixpoint: the body must end with te.yield of the carried types")
+        if self.max_iters.value.data < 1:
+            raise VerifyException("te.fixpoint: max_iters must be at least 1")
+        if self.atol.value.data < 0 or self.rtol.value.data < 0:
+            raise VerifyException("te.fixpoint: atol and rtol must be non-negative")
+        if len(self.checked_list()) != n:
+            raise VerifyException("te.fixpoint: one checked flag per carried value expected")
+
+
+def counter_type() -> TensorType:
+    """The type of a fixpoint's iteration counter and count: a 0-d int64 tensor."""
+    return tensor_type(np.int64, [])
+
+
+def flag_type() -> TensorType:
+    """The type of a fixpoint's converged flag: a 0-d int8 tensor."""
+    return tensor_type(np.int8, [])
+
+
 TensorEq = Dialect(
     "te",
     [
@@ -994,6 +1123,8 @@ TensorEq = Dialect(
         BlockOp,
         GroupOp,
         CastOp,
+        FixpointOp,
+        YieldOp,
     ],
     [],
 )

@@ -16,13 +16,13 @@ interpreter's results can never disagree. Literals are weak (NEP 50).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from fuse_mlir import builtins as bi
 from fuse_mlir.diagnostics import FuseError, Loc
@@ -73,6 +73,43 @@ class InputSpec:
     loc: Loc
 
 
+MODES = ("single", "fixpoint")
+
+
+@dataclass(frozen=True)
+class LowerOptions:
+    """How a program is lowered: the evaluation mode and its settings (hashable: they key the lowering cache).
+
+    ``mode`` is ``single`` (a cycle is an error) or ``fixpoint`` (each
+    recursive group becomes a ``te.fixpoint`` iterated to convergence within
+    ``atol``/``rtol`` or ``max_iters`` runs). ``temperature`` holds, per
+    tensor, the T of ``sig(x)`` calls without one at each iteration (see
+    fuse_mlir/fixpoint.py); single-pass groups use the first entry.
+    ``semi_naive`` lets :class:`~fuse_mlir.passes.semi_naive.SemiNaive`
+    rewrite boolean recursive groups into delta rules after lowering.
+    """
+
+    mode: str = "single"
+    max_iters: int = 32
+    atol: float = 1e-6
+    rtol: float = 1e-5
+    temperature: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    semi_naive: bool = True
+
+
+@dataclass(frozen=True)
+class FixpointGroup:
+    """One recursive group lowered to a ``te.fixpoint``: its label (the status export prefix) and tensors."""
+
+    label: str
+    names: tuple[str, ...]
+    max_iters: int
+
+
+STATUS_SEP = "#"
+"""Separates a fixpoint's label from its status name in hidden exports (``Anc#iterations``): no identifier has it."""
+
+
 @dataclass
 class Lowered:
     """The result of lowering: the module plus what the runner needs to call it."""
@@ -82,6 +119,7 @@ class Lowered:
     exports: list[str]
     group_order: list[str]
     sources: dict[str, np.ndarray]
+    fixpoints: list[FixpointGroup] = field(default_factory=list)
 
 
 FACT_SUFFIXES = (".csv", ".tsv")
@@ -172,7 +210,17 @@ class Lowerer:
         prog: Resolved,
         input_dtypes: dict[str, np.dtype],
         source_arrays: dict[str, np.ndarray],
+        options: LowerOptions | None = None,
     ):
+        self.options = options or LowerOptions()
+        if self.options.mode not in MODES:
+            raise FuseError(f"unknown mode '{self.options.mode}' (available: {', '.join(MODES)})")
+        self.temperature = dict(self.options.temperature)
+        self.counter: SSAValue | None = None  # the iteration counter inside a te.fixpoint body
+        self.current: str | None = None  # the tensor whose group is being lowered
+        self.fixpoints: list[FixpointGroup] = []
+        self._fixpoint_ops: list[tuple[te.FixpointOp, FixpointGroup]] = []
+        self._tables: dict[tuple[str, str], SSAValue] = {}
         self.prog = prog
         self.input_dtypes = input_dtypes
         self.source_arrays = source_arrays
@@ -224,7 +272,12 @@ class Lowerer:
         self.groups = groups
         self.sources = sources
         self.ranks = self._ranks(groups)
-        order = self._order(groups)
+        if self.options.mode == "fixpoint":
+            components = self._components(groups)
+            order = [n for c in components for n in c]
+        else:
+            order = self._order(groups)
+            components = [[n] for n in order]
         inputs = self._inputs(groups, sources)
         self._collect_dims(groups, sources, inputs)
 
@@ -245,14 +298,24 @@ class Lowerer:
             self.values[name] = TV(op.results[0], names)
         self._emit_checks()
 
-        for name in order:
-            self._lower_group(name, groups[name])
+        deps = self._deps(groups)
+        for comp in components:
+            if len(comp) > 1 or comp[0] in deps[comp[0]]:
+                self._lower_fixpoint(comp)
+            else:
+                self._lower_group(comp[0], groups[comp[0]])
         for sink in prog.sinks:
             self._lower_sink(sink)
         exports = self._exports(groups)
-        self.emit(te.ExportOp([self.values[n].value for n in exports], exports))
+        values = [self.values[n].value for n in exports]
+        names = list(exports)
+        for fp_op, info in self._fixpoint_ops:
+            for status, v in zip(te.FIXPOINT_STATUS, (fp_op.iterations, fp_op.converged)):
+                values.append(v)
+                names.append(f"{info.label}{STATUS_SEP}{status}")
+        self.emit(te.ExportOp(values, names))
         module = ModuleOp(self.ops)
-        return Lowered(module, inputs, exports, order, self.source_arrays)
+        return Lowered(module, inputs, exports, order, self.source_arrays, self.fixpoints)
 
     def _pad_facts(self, name: str, arr: np.ndarray) -> np.ndarray:
         """Zero-pad a facts tensor to the extents its axes settled on (the relation's domain)."""
@@ -310,8 +373,8 @@ class Lowerer:
                     note(ref.name, len(ref.indices), ref.loc, "is used with")
         return ranks
 
-    def _order(self, groups) -> list[str]:
-        """Groups in dependency order (stable by first definition); a cycle is an error naming it."""
+    def _deps(self, groups) -> dict[str, list[str]]:
+        """The groups each group's equations read, in order of first use."""
         deps: dict[str, list[str]] = {}
         for name, eqs in groups.items():
             seen: dict[str, None] = {}
@@ -320,6 +383,55 @@ class Lowerer:
                     if ref.name in groups:
                         seen.setdefault(ref.name, None)
             deps[name] = list(seen)
+        return deps
+
+    def _components(self, groups) -> list[list[str]]:
+        """Strongly connected components of the group graph, dependencies first (Tarjan; stable order).
+
+        Each component's names are in order of first definition.
+        """
+        deps = self._deps(groups)
+        rank = {n: k for k, n in enumerate(groups)}
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        on_stack: set[str] = set()
+        stack: list[str] = []
+        out: list[list[str]] = []
+        for root in groups:
+            if root in index:
+                continue
+            work: list[tuple[str, int]] = [(root, 0)]
+            while work:
+                node, i = work.pop()
+                if i == 0:
+                    index[node] = low[node] = len(index)
+                    stack.append(node)
+                    on_stack.add(node)
+                if i < len(deps[node]):
+                    work.append((node, i + 1))
+                    nxt = deps[node][i]
+                    if nxt not in index:
+                        work.append((nxt, 0))
+                    elif nxt in on_stack:
+                        low[node] = min(low[node], index[nxt])
+                    continue
+                if work and work[-1][0] != node:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    comp: list[str] = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == node:
+                            break
+                    out.append(sorted(comp, key=rank.__getitem__))
+        return out
+
+    def _order(self, groups) -> list[str]:
+        """Groups in dependency order (stable by first definition); a cycle is an error naming it."""
+        deps = self._deps(groups)
         order: list[str] = []
         state: dict[str, int] = {}
         for root in groups:
@@ -634,7 +746,115 @@ class Lowerer:
 
     # -- equations -----------------------------------------------------------
 
+    def _lower_fixpoint(self, comp: list[str]) -> None:
+        """Lower a recursive group (one strongly connected component) to a ``te.fixpoint``.
+
+        Every tensor of the component starts at zeros; each body run evaluates
+        all of their groups from the previous run's values (Jacobi order). The
+        carried dtypes are found by iterating dtype inference from the
+        promoted dtype of what the equations read (booleans stay int8).
+        """
+        if self.options.max_iters < 1:
+            raise FuseError(f"max_iters must be at least 1 (got {self.options.max_iters})")
+        first = self.groups[comp[0]][0][1]
+        outside = [
+            self.values[r.name].dtype
+            for n in comp
+            for _, eq in self.groups[n]
+            for r in tensor_refs(eq.rhs)
+            if r.name not in comp and r.name in self.values
+        ]
+        base = np.result_type(*outside) if outside else np.dtype(np.float64)
+        boolean = {n: any(eq.lhs.boolean for _, eq in self.groups[n]) for n in comp}
+        dtypes = {n: np.dtype(np.int8) if boolean[n] else base for n in comp}
+        for _ in range(8):
+            trial, _, got = self._fixpoint_body(comp, dtypes)
+            for op in trial:
+                op.drop_all_references()
+            new = {n: dtypes[n] if boolean[n] else np.result_type(dtypes[n], got[n]) for n in comp}
+            if new == dtypes:
+                break
+            dtypes = new
+        else:
+            raise FuseError(f"cannot settle the dtypes of the recursive group {', '.join(comp)}", first.loc)
+        inits = []
+        for n in comp:
+            zero = self.emit(te.ConstantOp(np.zeros((), dtype=dtypes[n]), [])).results[0]
+            canon = self._canon_names(n, self.ranks[n][0])
+            extents = [self.extent(("T", n, k)) for k in range(len(canon))]
+            t = te.tensor_type(dtypes[n], [self._static_axis(n, k) for k in range(len(canon))])
+            inits.append(self.emit(te.BroadcastOp(zero, extents, [], canon, t)).results[0] if canon else zero)
+        region, block = te.FixpointOp.make_body(inits)
+        body_ops, yielded, _ = self._fixpoint_body(comp, dtypes, block)
+        for op in body_ops:
+            block.add_op(op)
+        block.add_op(te.YieldOp(yielded))
+        label = "+".join(comp)
+        opts = self.options
+        fp = self.emit(te.FixpointOp(label, inits, comp, region, opts.max_iters, opts.atol, opts.rtol))
+        assert isinstance(fp, te.FixpointOp)
+        for n, r in zip(comp, fp.carried):
+            self.values[n] = TV(r, tuple(self._canon_names(n, self.ranks[n][0])))
+        info = FixpointGroup(label, tuple(comp), opts.max_iters)
+        self.fixpoints.append(info)
+        self._fixpoint_ops.append((fp, info))
+
+    def _fixpoint_body(
+        self, comp: list[str], dtypes: dict[str, np.dtype], block: Block | None = None
+    ) -> tuple[list[Operation], list[SSAValue], dict[str, np.dtype]]:
+        """The ops of one body run (into a scratch list), the next values cast to ``dtypes``, and their own dtypes.
+
+        Without ``block`` this is a trial run for dtype inference over fresh block arguments.
+        """
+        if block is None:
+            canon_types = [
+                te.tensor_type(dtypes[n], [self._static_axis(n, k) for k in range(self.ranks[n][0])]) for n in comp
+            ]
+            block = Block(arg_types=[te.counter_type(), *canon_types])
+        saved = (self.ops, dict(self.extent_cache), dict(self.values), self._concat_ids, dict(self._tables))
+        self.ops = []
+        self.counter = block.args[0]
+        args = {n: TV(a, tuple(self._canon_names(n, self.ranks[n][0]))) for n, a in zip(comp, block.args[1:])}
+        got: dict[str, np.dtype] = {}
+        yielded: list[SSAValue] = []
+        try:
+            for n in comp:
+                self.values.update(args)  # Jacobi: every group reads the previous run's values
+                self._lower_group(n, self.groups[n])
+                tv = self.values[n]
+                got[n] = tv.dtype
+                if tv.dtype != dtypes[n]:
+                    t = te.tensor_type(dtypes[n], tv.value.type.get_shape())  # type: ignore[attr-defined]
+                    tv = TV(self.emit(te.CastOp(tv.value, tv.names, t)).results[0], tv.names)
+                yielded.append(tv.value)
+            ops = self.ops
+        finally:
+            self.ops, self.extent_cache, self.values, self._concat_ids, self._tables = saved
+            self.counter = None
+        return ops, yielded, got
+
+    def _temperature(self, like: np.dtype) -> Val | None:
+        """The scheduled T for a ``sig(x)`` without one in the current tensor's equations, if any.
+
+        Outside a fixpoint body it is the schedule's first entry (a constant);
+        inside, the entry of the current iteration, read from a table.
+        """
+        if self.current is None or self.current not in self.temperature:
+            return None
+        table = self.temperature[self.current]
+        if self.counter is None:
+            return Weak(float(table[0]))
+        dtype = like if like.kind == "f" else np.dtype(np.float64)
+        key = (self.current, dtype.name)
+        tab = self._tables.get(key)
+        if tab is None:
+            tab = self.emit(te.ConstantOp(np.asarray(table, dtype=dtype), ["it"])).results[0]
+            self._tables[key] = tab
+        at = te.AccessOp(tab, ["$0"], [], te.tensor_type(dtype, []), [self.counter], [[]])
+        return TV(self.emit(at).results[0], ())
+
     def _lower_group(self, name: str, eqs: list[tuple[int, A.Equation]]) -> None:
+        self.current = name
         rank = self.ranks[name][0]
         canon = self._canon_names(name, rank)
         boolean = any(eq.lhs.boolean for _, eq in eqs)
@@ -687,6 +907,7 @@ class Lowerer:
         return te.DYNAMIC if s is None else s
 
     def _lower_sink(self, sink: A.Sink) -> None:
+        self.current = None
         self.eq_id = -1 - self.prog.sinks.index(sink)
         self.dotted = None
         rhs = self.rhs[self.eq_id]
@@ -981,6 +1202,11 @@ class Lowerer:
                 t = self.kwarg(call, "T")
                 if t is not None:
                     vals.append(self.lower_arg(t, proj, needed))
+                elif len(vals) == 1:
+                    x = vals[0]
+                    sched = self._temperature(x.dtype if isinstance(x, TV) else np.dtype(np.float64))
+                    if sched is not None:
+                        vals.append(sched)
                 if len(vals) == 2 and isinstance(vals[1], Weak):
                     params["T"] = float(vals.pop().value)
             fn = {"max": "maximum", "min": "minimum"}.get(b.name, b.name)
@@ -1151,10 +1377,13 @@ class Lowerer:
 
 
 def lower_program(
-    prog: Resolved, input_dtypes: dict[str, np.dtype] | None = None, source_arrays: dict[str, np.ndarray] | None = None
+    prog: Resolved,
+    input_dtypes: dict[str, np.dtype] | None = None,
+    source_arrays: dict[str, np.ndarray] | None = None,
+    options: LowerOptions | None = None,
 ) -> Lowered:
-    """Lower a resolved program to a verified tensor_eq module for one input dtype signature."""
-    low = Lowerer(prog, dict(input_dtypes or {}), dict(source_arrays or {}))
+    """Lower a resolved program to a verified tensor_eq module for one input dtype signature (and mode)."""
+    low = Lowerer(prog, dict(input_dtypes or {}), dict(source_arrays or {}), options)
     result = low.run()
     result.module.verify()
     return result

@@ -416,6 +416,16 @@ class LoopInterpreter:
             carried = self.block(body, env)
         return carried
 
+    def while_(self, op: loop.WhileOp, env: Env) -> list[Any]:
+        carried = [env[v] for v in op.inits]
+        body = op.body.block
+        while True:
+            for a, c in zip(body.args, carried):
+                env[a] = c
+            cond, *carried = self.block(body, env)
+            if not bool(cond):
+                return carried
+
     def check(self, op: loop.CheckOp, env: Env) -> None:
         if bool(env[op.cond]):
             return
@@ -469,13 +479,14 @@ _LOOP_OPS: dict[type, Callable[[LoopInterpreter, Any, Env], Any]] = {
     loop.LoadOp: LoopInterpreter.load,
     loop.StoreOp: LoopInterpreter.store,
     loop.ForOp: LoopInterpreter.for_,
+    loop.WhileOp: LoopInterpreter.while_,
     loop.CheckOp: LoopInterpreter.check,
     loop.GemmOp: LoopInterpreter.gemm,
     loop.HostCallOp: LoopInterpreter.host_call,
 }
 
 
-_MULTI_RESULT = (loop.ForOp, loop.HostCallOp)
+_MULTI_RESULT = (loop.ForOp, loop.WhileOp, loop.HostCallOp)
 
 
 def _str(a: Attribute) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import string
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,15 @@ def align(arr: np.ndarray, names: Sequence[str], target: Sequence[str]) -> np.nd
     return out.reshape(shape)
 
 
+def unchanged(old: np.ndarray, new: np.ndarray, atol: float, rtol: float) -> bool:
+    """The fixpoint convergence test: floats within ``atol + rtol * |new|`` (NaN matching NaN), others equal."""
+    if new.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            close = (old == new) | (np.abs(new - old) <= atol + rtol * np.abs(new)) | (np.isnan(old) & np.isnan(new))
+        return bool(np.all(close))
+    return bool(np.array_equal(old, new))
+
+
 class Interpreter:
     """Evaluates one module; create one per run."""
 
@@ -66,22 +75,47 @@ class Interpreter:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             with np.errstate(all="ignore"):
-                for op in self.module.body.block.ops:
-                    handler = self.handlers.get(type(op))
-                    if handler is None:
-                        raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
-                    try:
-                        out = handler(self, op)
-                    except ValueError as e:  # a NumPy kernel refused (e.g. max over an empty axis)
-                        raise FuseRuntimeError(f"{op.name}: {e}", _loc(op)) from e
-                    if out is None:
-                        continue
-                    if isinstance(out, tuple):
-                        for r, v in zip(op.results, out):
-                            self.env[r] = v
-                    else:
-                        self.env[op.results[0]] = out
+                self.run_ops(self.module.body.block.ops)
         return self.result
+
+    def run_ops(self, ops: Iterable[Operation]) -> list[Any]:
+        """Run ops in order; returns the values of a ``te.yield`` that ends them (else nothing)."""
+        for op in ops:
+            if isinstance(op, te.YieldOp):
+                return [self.get(v) for v in op.values]
+            handler = self.handlers.get(type(op))
+            if handler is None:
+                raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
+            try:
+                out = handler(self, op)
+            except ValueError as e:  # a NumPy kernel refused (e.g. max over an empty axis)
+                raise FuseRuntimeError(f"{op.name}: {e}", _loc(op)) from e
+            if out is None:
+                continue
+            if isinstance(out, tuple):
+                for r, v in zip(op.results, out):
+                    self.env[r] = v
+            else:
+                self.env[op.results[0]] = out
+        return []
+
+    def fixpoint(self, op: te.FixpointOp) -> tuple:
+        """Run the body until the checked carried values stop changing, or ``max_iters`` times."""
+        block = op.body.block
+        current = [self.get(v) for v in op.inits]
+        checked = op.checked_list()
+        atol, rtol = op.atol.value.data, op.rtol.value.data
+        limit = op.max_iters.value.data
+        runs, converged = 0, False
+        while runs < limit and not converged:
+            self.env[block.args[0]] = np.array(runs, dtype=np.int64)
+            for arg, v in zip(block.args[1:], current):
+                self.env[arg] = v
+            nxt = self.run_ops(block.ops)
+            converged = all(unchanged(a, b, atol, rtol) for a, b, c in zip(current, nxt, checked) if c)
+            current = nxt
+            runs += 1
+        return (*current, np.array(runs, dtype=np.int64), np.array(int(converged), dtype=np.int8))
 
     def get(self, v: SSAValue) -> Any:
         return self.env[v]
@@ -431,6 +465,7 @@ _HANDLERS: dict[type, Callable[[Interpreter, Any], Any]] = {
     te.BlockOp: Interpreter.block,
     te.GroupOp: Interpreter.group,
     te.CastOp: Interpreter.cast,
+    te.FixpointOp: Interpreter.fixpoint,
     te.SinkOp: Interpreter.sink,
     te.ExportOp: Interpreter.export,
 }

@@ -73,6 +73,8 @@ class _Planner(Schedule):
         self.destroyed: set[SSAValue] = set()  # values whose buffer a kernel already overwrites
 
     def owned(self, v: SSAValue) -> bool:
+        if not isinstance(v, OpResult) or v.op.parent_block() is not self.block:
+            return False  # a value from an enclosing block (a loop body's) may be read again on the next trip
         root = buffer_root(v)
         if not isinstance(root, OpResult):
             return False

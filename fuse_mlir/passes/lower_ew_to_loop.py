@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects import arith, func
+from xdsl.dialects import arith, func, math
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
@@ -65,6 +65,7 @@ from fuse_mlir.passes.registry import register_pass
 
 I1 = IntegerType(1)
 I8 = IntegerType(8)
+I64 = IntegerType(64)
 INDEX = IndexType()
 
 Body = Callable[[dict[int, SSAValue]], list[SSAValue]]  # one scalar per result
@@ -220,6 +221,7 @@ class EwToLoop:
         self.n_exports = sum(len(o.values) for o in module.body.block.ops if isinstance(o, te.ExportOp))
         self.n_sinks = 0
         self.n_consts = 0
+        self.in_while = False  # inside a loop.while body: allocations and invariant index math go to the top
 
     # -- plumbing ----------------------------------------------------------------
 
@@ -246,6 +248,26 @@ class EwToLoop:
 
     def index(self, value: int) -> SSAValue:
         return self.const(value, INDEX)
+
+    def at_top(self, v: SSAValue) -> bool:
+        """Whether ``v`` is defined in the function body itself (so it dominates a ``loop.while``)."""
+        owner = v.owner
+        return isinstance(owner, Operation) and (owner.parent is self.top or owner in self.const_ops)
+
+    def emit_hoisted(self, op: Operation) -> Operation:
+        """Emit ``op`` in the function body when inside a ``loop.while`` and its operands allow, else here.
+
+        Allocations hoisted this way are reused by every iteration instead of
+        growing the run's memory; index arithmetic is hoisted so that they can be.
+        """
+        if self.in_while and all(self.at_top(o) for o in op.operands):
+            self.top.add_op(op)
+            return op
+        return self.emit(op)
+
+    def alloc(self, extents: Sequence[SSAValue], t: MemRefType) -> SSAValue:
+        """A new buffer (hoisted out of a ``loop.while`` when its extents are known there)."""
+        return self.emit_hoisted(loop.AllocOp(extents, t)).results[0]
 
     def error(self, message: str, loc: str) -> int:
         """A new error code for ``fuse.errors``."""
@@ -412,8 +434,7 @@ class EwToLoop:
         ext = list(extents)
         reuse = list(reuse) or [None] * len(result_types)
         results = [
-            r if r is not None else self.val(loop.AllocOp([ext[d] for d in res_dims], t))
-            for t, r in zip(result_types, reuse)
+            r if r is not None else self.alloc([ext[d] for d in res_dims], t) for t, r in zip(result_types, reuse)
         ]
         unsigned = [is_unsigned(t.element_type) for t in result_types]
         elems = [signless(t.element_type) for t in result_types]  # the accumulators' types: i8 for booleans
@@ -494,7 +515,7 @@ class EwToLoop:
     def arg(self, op: Operation, name: str, kind: str, entry: ArrayAttr | None = None) -> None:
         slot = len(self.args)
         self.args.append(entry if entry is not None else ArrayAttr([StringAttr(name), StringAttr(kind)]))
-        self.vmap[op.results[0]] = self.val(loop.ArgOp(slot, name, memref_of(op.results[0].type)))
+        self.vmap[op.results[0]] = self.emit_hoisted(loop.ArgOp(slot, name, memref_of(op.results[0].type))).results[0]
 
     def lower_constant(self, op: te.ConstantOp) -> None:
         name = f"const{self.n_consts}"
@@ -566,6 +587,10 @@ class EwToLoop:
                     self.clone(bop)
             raise FuseError("lower-ew-to-loop: an ew.generic body without ew.yield")
 
+        may_reorder = not any(isinstance(o, ew.ExtractOp) and o.check is not None for o in block.ops)
+        skip = zero_skip_operand(op) if may_reorder else None
+        if skip is not None:
+            return [self.zero_skip_nest(op, skip, bufs[skip], body)]
         return self.nest(
             [self.mapped(e) for e in op.extents],
             res_dims,
@@ -574,9 +599,57 @@ class EwToLoop:
             [memref_of(r.type) for r in op.outputs],
             maps,
             body,
-            may_reorder=not any(isinstance(o, ew.ExtractOp) and o.check is not None for o in block.ops),
+            may_reorder=may_reorder,
             reuse=[bufs[k] if k >= 0 else None for k in inplace_of(op)],
         )
+
+    def zero_skip_nest(self, op: ew.GenericOp, k: int, buf: SSAValue, body: Body) -> SSAValue:
+        """An integer sum of products that skips the work of zero factors of input ``k`` (sparse facts).
+
+        Loops over input k's dims outside (result dims first: parallel), loads
+        its element once, and runs the remaining dims only when it is non-zero
+        (the first inner loop's bound is ``select(a != 0, extent, 0)``),
+        accumulating into the zero-filled result. Integer addition is exact
+        in any order, so the result equals the plain nest's; the work of a
+        semi-naive delta join becomes proportional to the number of new facts.
+        """
+        its = op.iterator_list()
+        ext = [self.mapped(e) for e in op.extents]
+        res_dims = [d for d, it in enumerate(its) if it == "parallel"]
+        mine = op.map_list()[k]
+        outer = [d for d in res_dims if d in mine] + [d for d, it in enumerate(its) if it == "reduction" and d in mine]
+        inner = [d for d in range(len(its)) if d not in outer]
+        t = memref_of(op.outputs[0].type)
+        elem = signless(t.element_type)
+        out = self.alloc([ext[d] for d in res_dims], t)
+        self.walk([ext[d] for d in res_dims], [], lambda pos, _: self.store(self.const(0, elem), out, pos) or [])
+        ivs: dict[int, SSAValue] = {}
+
+        def level(dims: list[int], bound0: SSAValue | None, then: Callable[[], None]) -> None:
+            if not dims:
+                then()
+                return
+            d = dims[0]
+
+            def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                ivs[d] = iv
+                level(dims[1:], None, then)
+                return []
+
+            self.loop_for(bound0 if bound0 is not None else ext[d], [], its[d] == "parallel", step)
+
+        def accumulate() -> None:
+            pos = [ivs[d] for d in res_dims]
+            (v,) = body(ivs)
+            self.store(self.val(arith.AddiOp(self.load(out, pos, None), v)), out, pos)
+
+        def guarded() -> None:
+            a = self.load(buf, [ivs[d] for d in mine], None)
+            nz = self.val(arith.CmpiOp(a, self.const(0, a.type), "ne"))
+            level(inner, self.select(nz, ext[inner[0]], self.index(0)), accumulate)
+
+        level(outer, None, guarded)
+        return out
 
     def extract(self, op: ew.ExtractOp, codes: dict[ew.ExtractOp, int]) -> SSAValue:
         """Read a table; with ``check``, each position is tested ``0 <= p < extent`` (one unsigned compare)."""
@@ -617,7 +690,7 @@ class EwToLoop:
                 return [self.val(arith.MulfOp(x, y))]
 
             return self.nest(ext, out, red, ["sum"], [memref_of(rt)], [ma, mb], body)[0]
-        c = self.val(loop.AllocOp([ext[d] for d in out], memref_of(rt)))
+        c = self.alloc([ext[d] for d in out], memref_of(rt))
         batch, m, n, k = (self.product([ext[d] for d in g]) for g in (plan.batch, plan.m, plan.n, plan.k))
         if not all(_static_positive(op.extents[d]) for d in plan.k):
             self.zero_fill(c, [ext[d] for d in out], k)
@@ -683,6 +756,126 @@ class EwToLoop:
             self.emit(loop.ResultOp(self.mapped(v), slot, op.path.data))
         self.n_sinks += 1
 
+    # -- fixpoint ----------------------------------------------------------------------
+
+    def lower_fixpoint(self, op: te.FixpointOp) -> None:
+        """``te.fixpoint`` → state buffers updated in place by a ``loop.while`` (see docs/modes.md).
+
+        The carried tensors live in buffers allocated before the loop (filled
+        from the inits); the body reads them, computes the next values into
+        its own (hoisted) buffers, then one nest per carried tensor compares
+        next with current (exactly, or within atol/rtol for floats) while
+        copying next over current. The loop goes on while something changed
+        and fewer than ``max_iters`` runs were made; the run count and the
+        converged flag are stored into 0-d buffers after it.
+        """
+        if self.in_while:
+            raise FuseError("lower-ew-to-loop: nested te.fixpoint ops are not supported")
+        atol, rtol = op.atol.value.data, op.rtol.value.data
+        states: list[SSAValue] = []
+        for init in op.inits:
+            src = self.mapped(init)
+            ext = [self.buffer_dim(src, k) for k in range(len(memref_of(init.type).get_shape()))]
+            st = self.val(loop.AllocOp(ext, memref_of(init.type)))
+            self.copy(src, st)
+            states.append(st)
+        counter = self.val(loop.AllocOp([], MemRefType(I64, [])))
+        true = self.const(1, I1)
+        region, block = loop.WhileOp.make_body([self.index(0), self.const(0, I1)])
+        it = block.args[0]
+        saved, self.cur, self.in_while = self.cur, block, True
+        try:
+            self.store(self.val(arith.IndexCastOp(it, I64)), counter, [])
+            body = op.body.block
+            self.vmap[body.args[0]] = counter
+            for arg, st in zip(body.args[1:], states):
+                self.vmap[arg] = st
+            ops = list(body.ops)
+            for bop in ops[:-1]:
+                self.lower(bop)
+            term = ops[-1]
+            assert isinstance(term, te.YieldOp)
+            news = [self.mapped(v) for v in term.values]
+            for k, new in enumerate(news):
+                if new in states:  # a next value that is a current one: snapshot it before any copy-back
+                    tmp = self.alloc([self.buffer_dim(new, a) for a in range(len(new.type.get_shape()))], new.type)  # type: ignore[attr-defined]
+                    self.copy(new, tmp)
+                    news[k] = tmp
+            same = true
+            for new, st, checked in zip(news, states, op.checked_list()):
+                ok = self.compare_copy(new, st, atol, rtol)
+                if checked:
+                    same = self.val(arith.AndIOp(same, ok))
+            nxt = self.val(arith.AddiOp(it, self.index(1)))
+            more = self.val(arith.CmpiOp(nxt, self.index(op.max_iters.value.data), "slt"))
+            changed = self.val(arith.XOrIOp(same, true))
+            block.add_op(loop.YieldOp([self.val(arith.AndIOp(changed, more)), nxt, same]))
+        finally:
+            self.cur, self.in_while = saved, False
+        w = self.emit(loop.WhileOp([self.index(0), self.const(0, I1)], region))
+        iters = self.val(loop.AllocOp([], MemRefType(I64, [])))
+        self.store(self.val(arith.IndexCastOp(w.results[0], I64)), iters, [])
+        conv = self.val(loop.AllocOp([], MemRefType(I8, [])))
+        self.store(w.results[1], conv, [])
+        for r, v in zip(op.outputs, [*states, iters, conv]):
+            self.vmap[r] = v
+
+    def walk(
+        self,
+        extents: Sequence[SSAValue],
+        inits: Sequence[SSAValue],
+        body: Callable[[list[SSAValue], list[SSAValue]], Sequence[SSAValue]],
+    ) -> list[SSAValue]:
+        """A sequential nest over ``extents`` carrying ``inits``; ``body(positions, carried)`` gives the next ones."""
+        ivs: list[SSAValue] = []
+
+        def level(k: int, carried: list[SSAValue]) -> list[SSAValue]:
+            if k == len(extents):
+                return list(body(list(ivs), carried))
+
+            def step(iv: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+                ivs.append(iv)
+                out = level(k + 1, c)
+                ivs.pop()
+                return out
+
+            return list(self.loop_for(extents[k], carried, False, step).results)
+
+        return level(0, list(inits))
+
+    def copy(self, src: SSAValue, dst: SSAValue) -> None:
+        """Copy a buffer into another of the same shape."""
+        ext = [self.buffer_dim(src, a) for a in range(len(src.type.get_shape()))]  # type: ignore[attr-defined]
+        self.walk(ext, [], lambda ivs, c: self.store(self.load(src, ivs, None), dst, ivs) or [])
+
+    def compare_copy(self, new: SSAValue, state: SSAValue, atol: float, rtol: float) -> SSAValue:
+        """Copy ``new`` over ``state``; an ``i1`` saying whether no element changed (floats within tolerance)."""
+        t = new.type
+        assert isinstance(t, MemRefType)
+        elem = signless(t.element_type)
+        ext = [self.buffer_dim(new, a) for a in range(len(t.get_shape()))]
+
+        def body(ivs: list[SSAValue], carried: list[SSAValue]) -> list[SSAValue]:
+            a = self.load(new, ivs, None)
+            b = self.load(state, ivs, None)
+            if is_float(elem):
+                eq = self.val(arith.CmpfOp(a, b, "oeq"))
+                diff = self.val(math.AbsFOp(self.val(arith.SubfOp(a, b))))
+                tol = self.val(
+                    arith.AddfOp(
+                        self.const(atol, elem), self.val(arith.MulfOp(self.const(rtol, elem), self.val(math.AbsFOp(a))))
+                    )
+                )
+                close = self.val(arith.CmpfOp(diff, tol, "ole"))
+                nans = self.val(arith.AndIOp(self.val(arith.CmpfOp(a, a, "uno")), self.val(arith.CmpfOp(b, b, "uno"))))
+                eq = self.val(arith.OrIOp(self.val(arith.OrIOp(eq, close)), nans))
+            else:
+                eq = self.val(arith.CmpiOp(a, b, "eq"))
+            self.store(a, state, ivs)
+            return [self.val(arith.AndIOp(carried[0], eq))]
+
+        return self.walk(ext, [self.const(1, I1)], body)[0]
+
     # -- driver ----------------------------------------------------------------------
 
     def lower(self, op: Operation) -> None:
@@ -709,8 +902,13 @@ class EwToLoop:
             self.lower_export(op)
         elif isinstance(op, te.SinkOp):
             self.lower_sink(op)
+        elif isinstance(op, te.FixpointOp):
+            self.lower_fixpoint(op)
         elif op.dialect_name() == "arith" and not op.regions:
-            self.clone(op)
+            if self.in_while and all(self.at_top(self.mapped(o)) for o in op.operands):
+                self.emit_hoisted(op.clone(value_mapper=self.vmap))
+            else:
+                self.clone(op)
         else:
             raise FuseError(f"lower-ew-to-loop: cannot lower '{op.name}' (expected the ew level)")
 
@@ -730,6 +928,36 @@ class EwToLoop:
             "fuse.errors": ArrayAttr(self.errors),
             "fuse.host_calls": ArrayAttr(self.host_calls),
         }
+
+
+def zero_skip_operand(op: ew.GenericOp) -> int | None:
+    """The input whose zeros a sum-of-products generic may skip, if any (see ``EwToLoop.zero_skip_nest``).
+
+    The generic must be one integer sum whose value is ``a * rest`` with ``a``
+    an input element (possibly sign- or zero-extended) that lacks some dims.
+    """
+    if len(op.outputs) != 1 or op.kind_list() != ["sum"] or "reduction" not in op.iterator_list():
+        return None
+    t = op.outputs[0].type
+    assert isinstance(t, TensorType)
+    if is_float(t.element_type):
+        return None
+    block = op.body.block
+    term = block.last_op
+    if not isinstance(term, ew.YieldOp) or len(term.values) != 1:
+        return None
+    prod = term.values[0].owner
+    if not isinstance(prod, arith.MuliOp):
+        return None
+    n_dims = len(op.iterator_list())
+    for factor in (prod.lhs, prod.rhs):
+        while isinstance(factor.owner, arith.ExtSIOp | arith.ExtUIOp):
+            factor = factor.owner.input
+        if factor in block.args:
+            k = block.args.index(factor)  # type: ignore[arg-type]
+            if k < len(op.inputs) and len(set(op.map_list()[k])) < n_dims:
+                return k
+    return None
 
 
 def _static_positive(extent: SSAValue) -> bool:

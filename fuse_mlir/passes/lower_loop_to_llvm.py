@@ -560,6 +560,8 @@ class _Lowering:
             self.store(self.v(op.value), ptr)
         elif isinstance(op, loop.ForOp):
             self.lower_for(op)
+        elif isinstance(op, loop.WhileOp):
+            self.lower_while(op)
         elif isinstance(op, loop.CheckOp):
             self.guard(self.v(op.cond), op.code.value.data, self.v(op.a), self.v(op.b))
         elif isinstance(op, loop.GemmOp):
@@ -628,6 +630,29 @@ class _Lowering:
 
         results = self.counted_loop(self.v(op.lower), self.v(op.upper), self.v(op.step), inits, body)
         for old, new in zip(op.results, results):
+            self.values[old] = new
+
+    def lower_while(self, op: loop.WhileOp) -> None:
+        """``loop.while`` → a body block whose arguments (phis) are the carried values, branching back or out."""
+        inits = [self.v(i) for i in op.inits]
+        types = [v.type for v in inits]
+        block = op.body.block
+        head = self.new_block(types)
+        exit_ = self.new_block(types)
+        self.emit(llvm.BrOp(head, *inits))
+        self.start(head)
+        for old, new in zip(block.args, head.args):
+            self.values[old] = new
+        for inner in block.ops:
+            if isinstance(inner, loop.YieldOp):
+                cond, *nexts = (self.v(x) for x in inner.values)
+                self.emit(llvm.CondBrOp(cond, head, nexts, exit_, nexts))
+                break
+            self.lower_op(inner)
+        else:
+            raise ValueError("lower-loop-to-llvm: loop.while body without loop.yield")
+        self.start(exit_)
+        for old, new in zip(op.results, exit_.args):
             self.values[old] = new
 
     def lower_gemm(self, op: loop.GemmOp) -> None:

@@ -170,20 +170,27 @@ class TeToEw:
     # -- driver --------------------------------------------------------------
 
     def run(self) -> ModuleOp:
-        keep = (
-            te.InputOp,
-            te.SourceOp,
-            te.ConstantOp,
-            te.DimOp,
-            te.SliceLenOp,
-            te.CheckDimOp,
-            te.SinkOp,
-            te.ExportOp,
-            arith.ConstantOp,
-            arith.AddiOp,
-            arith.MuliOp,
-        )
-        for op in list(self.module.body.block.ops):
+        self.lower_ops(list(self.module.body.block.ops))
+        return ModuleOp(self.ops)
+
+    KEEP: ClassVar[tuple[type, ...]] = (
+        te.InputOp,
+        te.SourceOp,
+        te.ConstantOp,
+        te.DimOp,
+        te.SliceLenOp,
+        te.CheckDimOp,
+        te.SinkOp,
+        te.ExportOp,
+        arith.ConstantOp,
+        arith.AddiOp,
+        arith.MuliOp,
+    )
+
+    def lower_ops(self, ops: Sequence[Operation]) -> None:
+        """Lower ops in order, appending the results to ``self.ops``."""
+        keep = self.KEEP
+        for op in ops:
             if isinstance(op, keep):
                 new = op.clone(value_mapper=self.vmap)
                 self.emit(new)
@@ -198,7 +205,37 @@ class TeToEw:
                 results = [results]
             for a, b in zip(op.results, results):
                 self.vmap[a] = b
-        return ModuleOp(self.ops)
+
+    def lower_FixpointOp(self, op: te.FixpointOp) -> list[SSAValue]:
+        """The same ``te.fixpoint`` around the lowered body (extents met inside stay inside)."""
+        inits = [self.v(v) for v in op.inits]
+        region, block = te.FixpointOp.make_body(inits)
+        for old, new in zip(op.body.block.args, block.args):
+            self.vmap[old] = new
+        saved_ops, saved_ext = self.ops, dict(self.extents)
+        self.ops = []
+        try:
+            body = list(op.body.block.ops)
+            self.lower_ops(body[:-1])
+            term = body[-1]
+            assert isinstance(term, te.YieldOp)
+            self.emit(te.YieldOp([self.v(v) for v in term.values]))
+            for o in self.ops:
+                block.add_op(o)
+        finally:
+            self.ops, self.extents = saved_ops, saved_ext
+        new = te.FixpointOp(
+            op.label.data,
+            inits,
+            te.names_of(op.names),
+            region,
+            op.max_iters.value.data,
+            op.atol.value.data,
+            op.rtol.value.data,
+            op.checked_list(),
+        )
+        self.emit(new)
+        return list(new.outputs)
 
     def ins_of(self, operands: Sequence[SSAValue], names: Sequence[Sequence[str]]) -> list[In]:
         return [In(self.v(o), tuple(n)) for o, n in zip(operands, names)]
