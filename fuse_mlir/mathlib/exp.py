@@ -60,7 +60,8 @@ def exp(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
 
 def expm1(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
     """exp(x) - 1 without cancellation: with exp(x) = 2^n(1 + r + u), expm1(x) = (2^n - 1) + 2^n·r + 2^n·u,
-    where 2^n - 1 and 2^n·r are exact and summed by an exact two-sum (|n| ≤ 60), so one rounding dominates;
+    where 2^n·r and 2^n - 1 (a double-double beyond n = 53) are exact and summed by an exact two-sum
+    (|n| ≤ 60), so one rounding dominates;
     for n > 60 the result is exp(x) itself (the -1 is below half an ulp). |x| < 2^-54 returns x (so -0 and
     subnormals are exact), x < -50 gives -1, NaN passes through. Accuracy: 1 ulp."""
     nan = em.isnan(x)
@@ -69,11 +70,14 @@ def expm1(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
     q = em.mul(em.mul(r, r), em.horner(r, _taylor(2, 9 if single else 13)))
     u = em.fma(r_lo, em.add(em.add(em.c(1.0), r), q), q)  # exp(r + r_lo) - 1 - r
     two_n = em.pow2(em.to_int(em.min(n, em.c(60.0))))
-    a = em.sub(two_n, em.c(1.0))
-    b = em.mul(two_n, r)
-    s, e = em.two_sum(a, b)
-    near = em.add(s, em.fma(two_n, u, e))
-    big = em.scale(em.add(em.add(em.c(1.0), r), u), n)
+    # 2^n - 1 as a double-double (a, a_lo): exact in one double up to n = 53, then (2^n, -1).
+    wide = em.cmp("ogt", n, em.c(53.0))
+    a = em.select(wide, two_n, em.sub(two_n, em.c(1.0)))
+    a_lo = em.select(wide, em.c(-1.0), em.c(0.0))
+    s, e = em.two_sum(a, em.mul(two_n, r))
+    near = em.add(s, em.add(em.fma(two_n, u, e), a_lo))
+    one_r, one_r_err = em.fast_two_sum(em.c(1.0), r)
+    big = em.scale(em.add(one_r, em.add(one_r_err, u)), n)
     y = em.select(em.cmp("ogt", n, em.c(60.0)), big, near)
     tiny = em.cmp("olt", em.abs(x), em.c(2.0**-54))
     return em.select(em.or_(nan, tiny), x, y)

@@ -1,9 +1,9 @@
 """sin and cos as branch-free float64 code: Cody–Waite reduction by π/2 and fdlibm's kernels.
 
 Reduction: n = round(x·2/π) and r = x - n·π/2 as a double-double (r, r_lo)
-by fdlibm's three-stage medium reduction (π/2 in three 33-bit parts plus a
-tail, so every n·part is exact for |n| < 2^20 and r is good to ~2^-100
-relative even for x closest to a multiple of π/2). This covers
+with π/2 in three 33-bit parts plus a tail (fdlibm's constants), so every
+n·part is exact for |n| < 2^20 and r is good to ~2^-100 relative even for x
+closest to a multiple of π/2. This covers
 |x| < 2^19·π ≈ 1.6e6 with fdlibm's < 1 ulp kernels. Beyond, the same code is
 evaluated on x reduced by a Payne–Hanek-free fallback described in
 :func:`_reduce_large`.
@@ -18,9 +18,7 @@ from xdsl.ir import SSAValue
 from fuse_mlir.mathlib.emitter import Emitter
 
 PIO2_1 = 1.57079632673412561417e00  # first 33 bits of π/2
-PIO2_1T = 6.07710050650619224932e-11  # π/2 - PIO2_1
 PIO2_2 = 6.07710050630396597660e-11  # second 33 bits
-PIO2_2T = 2.02226624879595063154e-21  # π/2 - (PIO2_1 + PIO2_2)
 PIO2_3 = 2.02226624871116645580e-21  # third 33 bits
 PIO2_3T = 8.47842766036889956997e-32  # π/2 - (PIO2_1 + PIO2_2 + PIO2_3)
 MEDIUM_LIMIT = 2.0**19 * math.pi  # |x| below: n < 2^20 and the 3-stage reduction is exact enough
@@ -44,24 +42,94 @@ C = [
 ]
 
 
-def _stage(em: Emitter, r: SSAValue, n: SSAValue, part: float, tail: float) -> tuple[SSAValue, SSAValue]:
-    """One fdlibm reduction stage: (r', w) with r' - w ≈ r - n·(part + tail) and w the tail to subtract."""
-    w = em.mul(n, em.c(part))
-    t = r
-    r2 = em.sub(t, w)
-    w2 = em.sub(em.mul(n, em.c(tail)), em.sub(em.sub(t, r2), w))
-    return r2, w2
-
-
 def reduce_medium(em: Emitter, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
-    """(n, r, r_lo): x = n·π/2 + r + r_lo with |r| ≤ π/4 (slightly more), for |x| < MEDIUM_LIMIT."""
+    """(n, r, r_lo): x = n·π/2 + r + r_lo with |r| ≤ π/4, for |x| < MEDIUM_LIMIT. π/2 = P1 + P2 + P3 + P3T
+    with 33-bit P1..P3, so each n·Pk is exact (n < 2^20); x - n·P1 is exact, the next two subtractions
+    are two-sums whose errors are kept, and n·P3T (~2^-100 of x) rounds harmlessly."""
     n = em.rint(em.mul(x, em.c(2.0 / math.pi)))
     r = em.sub(x, em.mul(n, em.c(PIO2_1)))  # exact
-    r, w = _stage(em, r, n, PIO2_2, PIO2_2T)
-    r, w = _stage(em, r, n, PIO2_3, PIO2_3T)
-    y0 = em.sub(r, w)
-    y1 = em.sub(em.sub(r, y0), w)
+    a, e = em.two_sum(r, em.neg(em.mul(n, em.c(PIO2_2))))
+    a, e2 = em.two_sum(a, em.neg(em.mul(n, em.c(PIO2_3))))
+    lo = em.sub(em.add(e, e2), em.mul(n, em.c(PIO2_3T)))
+    y0, y1 = em.fast_two_sum(a, lo)
     return n, y0, y1
+
+
+def _arctan_inv(k: int, bits: int) -> int:
+    """atan(1/k)·2^bits, truncated (Taylor series in exact integers)."""
+    total, term, n, sign = 0, (1 << bits) // k, 1, 1
+    while term:
+        total += sign * (term // n)
+        term //= k * k
+        n += 2
+        sign = -sign
+    return total
+
+
+def _two_over_pi_chunks(count: int) -> list[float]:
+    """2/π = Σ_j d_j·2^(-53(j+1)): the first ``count`` 53-bit integer chunks d_j, as exact doubles (π by
+    Machin's formula in integers, with guard bits)."""
+    bits = 53 * count + 64
+    pi = 4 * (4 * _arctan_inv(5, bits) - _arctan_inv(239, bits))  # π·2^bits, error a few units
+    two_over_pi = (1 << (2 * bits + 1)) // pi  # (2/π)·2^bits
+    mask = (1 << 53) - 1
+    return [float((two_over_pi >> (bits - 53 * (j + 1))) & mask) for j in range(count)]
+
+
+LARGE_TERMS = 4  # chunks of 2/π per reduction: truncation below 2^-104 (absolute, in units of π/2)
+MAX_E = 971  # largest exponent of a finite double's integer mantissa: x = M·2^E, M < 2^53
+_BUCKETS = (MAX_E - 2) // 53 + 1
+D = _two_over_pi_chunks(_BUCKETS + LARGE_TERMS)
+PIO2_HI = 1.5707963267948966  # π/2 as a double-double
+PIO2_LO = 6.123233995736766e-17
+
+
+def reduce_large(em: Emitter, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """(n, r, r_lo) with x = n·π/2 + r + r_lo for finite |x| ≥ 2^20, Payne–Hanek style without a table
+    load: x = M·2^E with M a 53-bit integer, and x·2/π mod 4 = Σ_j M·d_j·2^(E-53(j+1)) mod 4 over the
+    53-bit chunks d_j of 2/π, where the chunks whose terms are multiples of 4 are skipped: the first
+    chunk used, j0 = max(0, (E-2)//53), picks four consecutive chunks by a chain of selects over the 19
+    possible j0. Each M·d_j is an exact double-double (fma), reduced mod 4 exactly, and the pieces are
+    summed as a double-double, so r is good to ~2^-104 absolute: within 1 ulp unless x lies within
+    2^-50 of a multiple of π/2 (no double above 2^20 comes closer than ~2^-61, so a few inputs may
+    lose more). Computed for every element (branch-free) and selected where |x| ≥ 2^19·π."""
+    b = em.bits(x)
+    e = em.isub(em.iand(em.ashr(b, em.ic(52)), em.ic(0x7FF)), em.ic(1075))
+    m = em.from_bits(em.iadd(em.iand(b, em.ic(0x000FFFFFFFFFFFFF)), em.ic(1075 << 52)))  # 2^52 + mantissa
+    # j0 = max(0, floor((E - 2)/53)) via float division (exact enough for |E| < 1100).
+    ef = em.to_float(e)
+    j0f = em.max(em.c(0.0), em.roundeven(em.sub(em.div(em.sub(ef, em.c(2.0)), em.c(53.0)), em.c(0.5 - 2.0**-20))))
+    chunks = [em.c(D[k]) for k in range(LARGE_TERMS)]
+    for bucket in range(1, _BUCKETS):
+        ge = em.cmp("oge", j0f, em.c(float(bucket)))
+        chunks = [em.select(ge, em.c(D[bucket + k]), chunks[k]) for k in range(LARGE_TERMS)]
+    # Scale of chunk j0 + k: 2^(E - 53(j0 + 1 + k)), a normal power of two for every finite x ≥ 2^20.
+    shift = em.sub(ef, em.mul(em.c(53.0), em.add(j0f, em.c(1.0))))
+    four = em.c(4.0)
+    quarter = em.c(0.25)
+
+    def mod4(v: SSAValue) -> SSAValue:
+        return em.fma(em.neg(four), em.roundeven(em.mul(v, quarter)), v)  # exact
+
+    pieces: list[SSAValue] = []
+    for k in range(LARGE_TERMS):
+        p, err = em.two_prod(m, chunks[k])
+        scale = em.pow2(em.to_int(em.sub(shift, em.c(53.0 * k))))
+        pieces += [mod4(em.mul(p, scale)), mod4(em.mul(err, scale))]
+    # The pieces decrease in magnitude (roughly); the largest carries the integer part.
+    h = pieces[0]
+    lo = em.c(0.0)
+    for piece in pieces[1:]:
+        h, err = em.two_sum(h, piece)
+        lo = em.add(lo, err)
+    n = em.roundeven(h)
+    h, err = em.fast_two_sum(em.sub(h, n), lo)  # h - n is exact
+    # r = (h + err)·π/2 as a double-double.
+    r, r_err = em.two_prod(h, em.c(PIO2_HI))
+    r_err = em.fma(h, em.c(PIO2_LO), em.fma(err, em.c(PIO2_HI), r_err))
+    r, r_lo = em.fast_two_sum(r, r_err)
+    neg = em.cmp("olt", x, em.c(0.0))  # the above reduced |x|
+    return tuple(em.select(neg, em.neg(v), v) for v in (n, r, r_lo))  # type: ignore[return-value]
 
 
 def _kernels(em: Emitter, x: SSAValue, y: SSAValue) -> tuple[SSAValue, SSAValue]:
@@ -95,9 +163,14 @@ def sincos(em: Emitter, x: SSAValue, cosine: bool) -> SSAValue:
     """sin(x) (or cos(x)): reduce, evaluate both kernels, pick by quadrant. ±inf and NaN give NaN; -0 and
     subnormals are exact for sin. Accuracy: < 1 ulp for |x| < 2^19·π (fdlibm's bound; measured ≤ 1 ulp),
     the documented range; beyond it see :func:`reduce_large`."""
-    finite = em.cmp("olt", em.abs(x), em.c(float("inf")))
-    xm = em.select(em.cmp("olt", em.abs(x), em.c(MEDIUM_LIMIT)), x, em.c(0.0))
-    n, r, r_lo = reduce_medium(em, xm)
+    ax = em.abs(x)
+    finite = em.cmp("olt", ax, em.c(float("inf")))
+    medium = em.cmp("olt", ax, em.c(MEDIUM_LIMIT))
+    n1, r1, r1_lo = reduce_medium(em, em.select(medium, x, em.c(0.0)))
+    n2, r2, r2_lo = reduce_large(em, em.select(em.and_(finite, em.not_(medium)), x, em.c(2.0**30)))
+    n = em.select(medium, n1, n2)
+    r = em.select(medium, r1, r2)
+    r_lo = em.select(medium, r1_lo, r2_lo)
     s, c = _kernels(em, r, r_lo)
     y = _quadrant(em, n, s, c, cosine)
     return em.select(finite, y, em.sub(x, x))
