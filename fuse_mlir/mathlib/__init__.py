@@ -32,8 +32,8 @@ EXPANSIONS: dict[str, Builder] = {
     "math.log": lambda em, xs, single: log.log(em, xs[0]),
     "math.log1p": lambda em, xs, single: log.log1p(em, xs[0]),
     "math.tanh": lambda em, xs, single: tanh.tanh(em, xs[0], single),
-    "math.sin": lambda em, xs, single: trig.sincos(em, xs[0], cosine=False),
-    "math.cos": lambda em, xs, single: trig.sincos(em, xs[0], cosine=True),
+    "math.sin": lambda em, xs, single: trig.sincos(em, xs[0], cosine=False, single=single),
+    "math.cos": lambda em, xs, single: trig.sincos(em, xs[0], cosine=True, single=single),
     "math.powf": lambda em, xs, single: pow.pow(em, xs[0], xs[1], single),
 }
 

@@ -76,9 +76,7 @@ def log1p(em: Emitter, x: SSAValue) -> SSAValue:
     m = em.from_bits(em.iadd(em.iand(ix, em.ic(MANT_MASK)), em.ic(0x3FE6A09E << 32)))
     dk = em.to_float(k)
     # c ≈ log(1+x) - log(u): the rounding error of 1 + x relative to u (negligible once k ≥ 54).
-    err = em.select(
-        em.cmp("oge", dk, em.c(2.0)), em.sub(em.c(1.0), em.sub(u, x)), em.sub(x, em.sub(u, em.c(1.0)))
-    )
+    err = em.select(em.cmp("oge", dk, em.c(2.0)), em.sub(em.c(1.0), em.sub(u, x)), em.sub(x, em.sub(u, em.c(1.0))))
     c = em.select(em.cmp("olt", dk, em.c(54.0)), em.div(err, u), em.c(0.0))
     k0 = em.cmp("oeq", dk, em.c(0.0))
     f = em.select(k0, x, em.sub(m, em.c(1.0)))

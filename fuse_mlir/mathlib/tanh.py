@@ -8,13 +8,6 @@ from fuse_mlir.mathlib.emitter import Emitter
 from fuse_mlir.mathlib.exp import expm1
 
 
-def _div(em: Emitter, a: SSAValue, d: SSAValue, d_lo: SSAValue) -> SSAValue:
-    """a / (d + d_lo) to about half an ulp: the quotient plus its fma-exact residual's correction."""
-    q = em.div(a, d)
-    rem = em.fma(em.neg(q), d_lo, em.fma(em.neg(q), d, a))
-    return em.add(q, em.div(rem, d))
-
-
 def tanh(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
     """tanh(x) = sign(x)·t/(t + 2) with t = expm1(2|x|) for |x| < 0.55 (no cancellation near 0), else
     sign(x)·(1 - 2/(t + 2)), each quotient corrected by its residual (t + 2 kept exact as a
@@ -25,7 +18,13 @@ def tanh(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
     ax = em.min(em.abs(x), em.c(20.0))
     t = expm1(em, em.add(ax, ax), single)
     d, d_lo = em.two_sum(t, em.c(2.0))
-    small = _div(em, t, d, d_lo)
-    big = em.sub(em.c(1.0), _div(em, em.c(2.0), d, d_lo))
-    y = em.select(em.cmp("olt", ax, em.c(0.55)), small, big)
+    near0 = em.cmp("olt", ax, em.c(0.55))
+    num = em.select(near0, t, em.c(2.0))
+    # num / (d + d_lo) to about half an ulp with one division: q = num·(1/d), plus its fma-exact residual
+    # times 1/d (a Newton step).
+    inv = em.div(em.c(1.0), d)
+    q = em.mul(num, inv)
+    rem = em.fma(em.neg(q), d_lo, em.fma(em.neg(q), d, num))
+    q = em.fma(rem, inv, q)
+    y = em.select(near0, q, em.sub(em.c(1.0), q))
     return em.copysign(y, x)

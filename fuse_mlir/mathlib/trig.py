@@ -76,7 +76,7 @@ def _two_over_pi_chunks(count: int) -> list[float]:
     return [float((two_over_pi >> (bits - 53 * (j + 1))) & mask) for j in range(count)]
 
 
-LARGE_TERMS = 4  # chunks of 2/π per reduction: truncation below 2^-104 (absolute, in units of π/2)
+LARGE_TERMS = 4  # chunks of 2/π per float64 reduction: truncation below 2^-104 (absolute, in units of π/2)
 MAX_E = 971  # largest exponent of a finite double's integer mantissa: x = M·2^E, M < 2^53
 _BUCKETS = (MAX_E - 2) // 53 + 1
 D = _two_over_pi_chunks(_BUCKETS + LARGE_TERMS)
@@ -84,52 +84,74 @@ PIO2_HI = 1.5707963267948966  # π/2 as a double-double
 PIO2_LO = 6.123233995736766e-17
 
 
-def reduce_large(em: Emitter, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
+def _window(em: Emitter, j0: SSAValue, buckets: int, terms: int) -> list[SSAValue]:
+    """The chunks D[j0 + k], k < terms, for an int64 j0 in [0, buckets): a binary tree of selects on the
+    bits of j0 (depth log2(buckets), where a chain of compares would be ``buckets`` deep)."""
+    depth = max(1, (buckets - 1).bit_length())
+    out = []
+    for k in range(terms):
+        level = [em.c(D[min(j, buckets - 1) + k]) for j in range(1 << depth)]
+        for bit in range(depth):
+            on = em.icmp("ne", em.iand(em.ashr(j0, em.ic(bit)), em.ic(1)), em.ic(0))
+            level = [em.select(on, level[2 * i + 1], level[2 * i]) for i in range(len(level) // 2)]
+        out.append(level[0])
+    return out
+
+
+def reduce_large(em: Emitter, x: SSAValue, single: bool = False) -> tuple[SSAValue, SSAValue, SSAValue]:
     """(n, r, r_lo) with x = n·π/2 + r + r_lo for finite |x| ≥ 2^20, Payne–Hanek style without a table
     load: x = M·2^E with M a 53-bit integer, and x·2/π mod 4 = Σ_j M·d_j·2^(E-53(j+1)) mod 4 over the
     53-bit chunks d_j of 2/π, where the chunks whose terms are multiples of 4 are skipped: the first
-    chunk used, j0 = max(0, (E-2)//53), picks four consecutive chunks by a chain of selects over the 19
-    possible j0. Each M·d_j is an exact double-double (fma), reduced mod 4 exactly, and the pieces are
-    summed as a double-double, so r is good to ~2^-104 absolute: within 1 ulp unless x lies within
+    chunk used, j0 = max(0, (E-2)//53), picks four consecutive chunks by a tree of selects over the 19
+    possible j0. ``single`` (a widened float32: M has 24 bits, E ≤ 104): three chunks, two buckets. Each M·d_j is an exact
+    double-double (fma), the pieces above 4 are reduced mod 4 exactly, and all are summed by exact
+    two-sums, so r is good to ~2^-104 absolute: within 1 ulp unless x lies within
     2^-50 of a multiple of π/2 (no double above 2^20 comes closer than ~2^-61, so a few inputs may
     lose more). Computed for every element (branch-free) and selected where |x| ≥ 2^19·π."""
     b = em.bits(x)
     e = em.isub(em.iand(em.ashr(b, em.ic(52)), em.ic(0x7FF)), em.ic(1075))
     m = em.from_bits(em.iadd(em.iand(b, em.ic(0x000FFFFFFFFFFFFF)), em.ic(1075 << 52)))  # 2^52 + mantissa
-    # j0 = max(0, floor((E - 2)/53)) via float division (exact enough for |E| < 1100).
+    m = em.copysign(m, x)  # x = M·2^E with M signed: every piece below carries the sign
     ef = em.to_float(e)
-    j0f = em.max(em.c(0.0), em.roundeven(em.sub(em.div(em.sub(ef, em.c(2.0)), em.c(53.0)), em.c(0.5 - 2.0**-20))))
-    chunks = [em.c(D[k]) for k in range(LARGE_TERMS)]
-    for bucket in range(1, _BUCKETS):
-        ge = em.cmp("oge", j0f, em.c(float(bucket)))
-        chunks = [em.select(ge, em.c(D[bucket + k]), chunks[k]) for k in range(LARGE_TERMS)]
+    # A widened float32 has a 24-bit M (the low 29 bits are zero): shorter products, fewer chunks.
+    bits, terms, max_e = (24, 3, 104) if single else (53, LARGE_TERMS, MAX_E)
+    if single:
+        m = em.mul(m, em.c(2.0**-29))
+        ef = em.add(ef, em.c(29.0))
+    # j0 = max(0, floor((E - 2)/53)): (E - 28)/53 lies within 0.49 of it, so rounding is exact.
+    j0f = em.max(em.c(0.0), em.roundeven(em.mul(em.sub(ef, em.c(28.0)), em.c(1.0 / 53.0))))
+    chunks = _window(em, em.to_int(j0f), (max_e - 2) // 53 + 1, terms)
     # Scale of chunk j0 + k: 2^(E - 53(j0 + 1 + k)), a normal power of two for every finite x ≥ 2^20.
-    shift = em.sub(ef, em.mul(em.c(53.0), em.add(j0f, em.c(1.0))))
-    four = em.c(4.0)
-    quarter = em.c(0.25)
-
-    def mod4(v: SSAValue) -> SSAValue:
-        return em.fma(em.neg(four), em.roundeven(em.mul(v, quarter)), v)  # exact
-
-    pieces: list[SSAValue] = []
-    for k in range(LARGE_TERMS):
+    scale = em.pow2(em.to_int(em.sub(ef, em.mul(em.c(53.0), em.add(j0f, em.c(1.0))))))
+    big: list[SSAValue] = []  # pieces reduced mod 4 (into [-2, 2])
+    low: list[SSAValue] = []  # pieces below 2^-51
+    for k in range(terms):
         p, err = em.two_prod(m, chunks[k])
-        scale = em.pow2(em.to_int(em.sub(shift, em.c(53.0 * k))))
-        pieces += [mod4(em.mul(p, scale)), mod4(em.mul(err, scale))]
-    # The pieces decrease in magnitude (roughly); the largest carries the integer part.
-    h = pieces[0]
-    lo = em.c(0.0)
-    for piece in pieces[1:]:
-        h, err = em.two_sum(h, piece)
-        lo = em.add(lo, err)
-    n = em.roundeven(h)
-    h, err = em.fast_two_sum(em.sub(h, n), lo)  # h - n is exact
-    # r = (h + err)·π/2 as a double-double.
+        for part, bound in ((p, bits + 55 - 53 * k), (err, bits + 2 - 53 * k)):
+            if bound < -60:
+                continue  # below the truncation error of the chunks left out
+            v = em.mul(em.mul(part, scale), em.c(2.0 ** (-53 * k)))  # exact; |v| < 2^bound
+            if bound > 2:
+                v = em.fma(em.c(-4.0), em.roundeven(em.mul(v, em.c(0.25))), v)  # v mod 4, exact
+            (big if bound > -50 else low).append(v)
+    # Sum the big pieces by a tree of exact two-sums (short dependency chains), the errors on the side.
+    errs: list[SSAValue] = list(low)
+    while len(big) > 1:
+        nxt = []
+        for a, c in zip(big[::2], big[1::2]):
+            total, err = em.two_sum(a, c)
+            nxt.append(total)
+            errs.append(err)
+        big = nxt + ([big[-1]] if len(big) % 2 else [])
+    while len(errs) > 1:
+        errs = [em.add(a, c) for a, c in zip(errs[::2], errs[1::2])] + ([errs[-1]] if len(errs) % 2 else [])
+    n = em.roundeven(big[0])
+    h, lo = em.fast_two_sum(em.sub(big[0], n), errs[0])  # the subtraction is exact
+    # r = (h + lo)·π/2 as a double-double.
     r, r_err = em.two_prod(h, em.c(PIO2_HI))
-    r_err = em.fma(h, em.c(PIO2_LO), em.fma(err, em.c(PIO2_HI), r_err))
+    r_err = em.fma(h, em.c(PIO2_LO), em.fma(lo, em.c(PIO2_HI), r_err))
     r, r_lo = em.fast_two_sum(r, r_err)
-    neg = em.cmp("olt", x, em.c(0.0))  # the above reduced |x|
-    return tuple(em.select(neg, em.neg(v), v) for v in (n, r, r_lo))  # type: ignore[return-value]
+    return n, r, r_lo
 
 
 def _kernels(em: Emitter, x: SSAValue, y: SSAValue) -> tuple[SSAValue, SSAValue]:
@@ -159,15 +181,17 @@ def _quadrant(em: Emitter, n: SSAValue, s: SSAValue, c: SSAValue, cosine: bool) 
     return em.select(negate, em.neg(v), v)
 
 
-def sincos(em: Emitter, x: SSAValue, cosine: bool) -> SSAValue:
+def sincos(em: Emitter, x: SSAValue, cosine: bool, single: bool = False) -> SSAValue:
     """sin(x) (or cos(x)): reduce, evaluate both kernels, pick by quadrant. ±inf and NaN give NaN; -0 and
-    subnormals are exact for sin. Accuracy: < 1 ulp for |x| < 2^19·π (fdlibm's bound; measured ≤ 1 ulp),
+    subnormals are exact for sin. ``single``: the operand is a widened float32 (|x| < 2^128), which
+    shortens the large-argument reduction. Accuracy: < 1 ulp for |x| < 2^19·π (fdlibm's bound; measured ≤ 1 ulp),
     the documented range; beyond it see :func:`reduce_large`."""
     ax = em.abs(x)
     finite = em.cmp("olt", ax, em.c(float("inf")))
     medium = em.cmp("olt", ax, em.c(MEDIUM_LIMIT))
     n1, r1, r1_lo = reduce_medium(em, em.select(medium, x, em.c(0.0)))
-    n2, r2, r2_lo = reduce_large(em, em.select(em.and_(finite, em.not_(medium)), x, em.c(2.0**30)))
+    large_x = em.select(em.and_(finite, em.not_(medium)), x, em.c(2.0**30))
+    n2, r2, r2_lo = reduce_large(em, large_x, single)
     n = em.select(medium, n1, n2)
     r = em.select(medium, r1, r2)
     r_lo = em.select(medium, r1_lo, r2_lo)
