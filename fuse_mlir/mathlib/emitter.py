@@ -14,19 +14,26 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import Float64Type, FloatAttr, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Operation, SSAValue
 
 F64 = Float64Type()
+F32 = Float32Type()
 I64 = IntegerType(64)
-MAGIC = 6755399441055744.0  # 1.5 * 2**52: (x + MAGIC) - MAGIC rounds x to the nearest integer (|x| < 2**51)
+I32 = IntegerType(32)
 
 
 class Emitter:
-    """Appends float64 / int64 scalar ops to a list; every method returns the new value."""
+    """Appends scalar ops to a list; every method returns the new value. Floats are float64 with int64
+    bit patterns, or with ``single`` float32 with int32 (for the few builders with a native float32 form)."""
 
-    def __init__(self) -> None:
+    def __init__(self, single: bool = False) -> None:
         self.ops: list[Operation] = []
+        self.f: Float32Type | Float64Type = F32 if single else F64
+        self.i = I32 if single else I64
+        self.mant = 23 if single else 52  # explicit mantissa bits
+        self.bias = 127 if single else 1023
+        self.magic = 1.5 * 2.0**self.mant  # (x + magic) - magic rounds x to an integer (|x| < 2^(mant-1))
 
     def op(self, op: Operation) -> SSAValue:
         self.ops.append(op)
@@ -34,10 +41,10 @@ class Emitter:
 
     # -- constants -------------------------------------------------------------
     def c(self, v: float) -> SSAValue:
-        return self.op(arith.ConstantOp(FloatAttr(float(v), F64)))
+        return self.op(arith.ConstantOp(FloatAttr(float(v), self.f)))
 
     def ic(self, v: int) -> SSAValue:
-        return self.op(arith.ConstantOp(IntegerAttr(v, I64)))
+        return self.op(arith.ConstantOp(IntegerAttr(v, self.i)))
 
     # -- float arithmetic ------------------------------------------------------
     def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
@@ -80,8 +87,9 @@ class Emitter:
         return self.op(xmath.RoundEvenOp(x))
 
     def rint(self, x: SSAValue) -> SSAValue:
-        """x rounded to the nearest integer (ties to even), for |x| < 2**51; the magic-number trick."""
-        m = self.c(MAGIC)
+        """x rounded to the nearest integer (ties to even), for |x| < 2^51 (float32: 2^22); the magic-number
+        trick."""
+        m = self.c(self.magic)
         return self.sub(self.add(x, m), m)
 
     def horner(self, x: SSAValue, coeffs: Sequence[float]) -> SSAValue:
@@ -134,10 +142,10 @@ class Emitter:
 
     # -- integers and bits ---------------------------------------------------------
     def bits(self, x: SSAValue) -> SSAValue:
-        return self.op(arith.BitcastOp(x, I64))
+        return self.op(arith.BitcastOp(x, self.i))
 
     def from_bits(self, i: SSAValue) -> SSAValue:
-        return self.op(arith.BitcastOp(i, F64))
+        return self.op(arith.BitcastOp(i, self.f))
 
     def iadd(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.op(arith.AddiOp(a, b))
@@ -155,18 +163,19 @@ class Emitter:
         return self.op(arith.ShRSIOp(a, b))
 
     def to_int(self, x: SSAValue) -> SSAValue:
-        """An integral float64 as int64 (truncating)."""
-        return self.op(arith.FPToSIOp(x, I64))
+        """An integral float as an integer of its width (truncating)."""
+        return self.op(arith.FPToSIOp(x, self.i))
 
     def to_float(self, i: SSAValue) -> SSAValue:
-        return self.op(arith.SIToFPOp(i, F64))
+        return self.op(arith.SIToFPOp(i, self.f))
 
     def pow2(self, k: SSAValue) -> SSAValue:
-        """2^k for an int64 k in the normal exponent range [-1022, 1023], built from exponent bits."""
-        return self.from_bits(self.shl(self.iadd(k, self.ic(1023)), self.ic(52)))
+        """2^k for an integer k in the normal exponent range ([-1022, 1023]; float32 [-126, 127]), built
+        from exponent bits."""
+        return self.from_bits(self.shl(self.iadd(k, self.ic(self.bias)), self.ic(self.mant)))
 
     def scale(self, y: SSAValue, n: SSAValue) -> SSAValue:
-        """y·2^n for an integral float64 n with |n| ≤ 2044, in two halves so neither overflows and the
+        """y·2^n for an integral n with |n| ≤ 2044 (float32: 252), in two halves so neither overflows and the
         result rounds once (also into the subnormal range) when y·2^(n//2) is exact."""
         ni = self.to_int(n)
         n1 = self.ashr(ni, self.ic(1))

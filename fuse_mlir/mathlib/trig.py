@@ -197,4 +197,6 @@ def sincos(em: Emitter, x: SSAValue, cosine: bool, single: bool = False) -> SSAV
     r_lo = em.select(medium, r1_lo, r2_lo)
     s, c = _kernels(em, r, r_lo)
     y = _quadrant(em, n, s, c, cosine)
+    if not cosine:
+        y = em.select(em.cmp("oeq", x, em.c(0.0)), x, y)  # sin(-0) = -0 (the reduction loses the sign)
     return em.select(finite, y, em.sub(x, x))

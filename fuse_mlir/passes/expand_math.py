@@ -3,7 +3,8 @@
 ``math.exp``, ``expm1``, ``log``, ``log1p``, ``tanh``, ``sin``, ``cos`` and
 ``powf`` on float32/float64 are replaced by the implementations in
 :mod:`fuse_mlir.mathlib` (range reduction, polynomial, selects for the
-special cases; float32 computed in float64 and rounded once). Builtins that
+special cases; float32 computed in float64 and rounded once, except exp, which has
+a native float32 form). Builtins that
 are compositions (``sig`` = 1/(1+exp(-x)), ``gelu`` through tanh) vectorise
 through these. ``math.sqrt`` is left alone: it lowers to ``llvm.sqrt``,
 correctly rounded and vectorisable already. A ``powf`` whose result only
@@ -25,7 +26,7 @@ from xdsl.dialects.builtin import Float32Type, Float64Type, ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from fuse_mlir.mathlib import EXPANSIONS, Emitter
+from fuse_mlir.mathlib import EXPANSIONS, NATIVE32, Emitter
 from fuse_mlir.mathlib.emitter import F64
 from fuse_mlir.passes.registry import register_pass
 
@@ -44,12 +45,16 @@ def expand(op: Operation) -> bool:
         return False
     if op.name == "math.powf" and _feeds_only_int_casts(op):
         return False
-    em = Emitter()
     single = isinstance(t, Float32Type)
-    args = [em.op(arith.ExtFOp(v, F64)) if single else v for v in op.operands]
-    result = builder(em, args, single)
-    if single:
-        result = em.op(arith.TruncFOp(result, t))
+    if single and op.name in NATIVE32:
+        em = Emitter(single=True)
+        result = NATIVE32[op.name](em, list(op.operands))
+    else:
+        em = Emitter()
+        args = [em.op(arith.ExtFOp(v, F64)) if single else v for v in op.operands]
+        result = builder(em, args, single)
+        if single:
+            result = em.op(arith.TruncFOp(result, t))
     block = op.parent_block()
     assert block is not None
     for new in em.ops:
