@@ -5,8 +5,8 @@ reduction, ``arith.select`` instead of branches, bit manipulation through
 ``arith.bitcast``) that LLVM's loop vectoriser turns into SIMD code, where a
 libm call would keep a loop scalar. float32 operands are widened to float64,
 computed (with shorter polynomials where the family allows) and rounded once,
-which leaves them within an ulp (almost always correctly rounded); exp, expm1
-and tanh have native float32 forms (:data:`NATIVE32`), twice the lanes per vector.
+which leaves them within an ulp (almost always correctly rounded); exp, expm1,
+tanh and log have native float32 forms (:data:`NATIVE32`), twice the lanes per vector.
 
 One module per family: :mod:`.exp` (exp, expm1), :mod:`.log` (log, log1p),
 :mod:`.tanh`, :mod:`.trig` (sin, cos), :mod:`.pow`; :mod:`.emitter` holds the
@@ -44,6 +44,7 @@ NATIVE32: dict[str, Callable[[Emitter, list[SSAValue]], SSAValue]] = {
     "math.exp": lambda em, xs: exp.exp_single(em, xs[0]),
     "math.expm1": lambda em, xs: exp.expm1(em, xs[0]),
     "math.tanh": lambda em, xs: tanh.tanh(em, xs[0]),
+    "math.log": lambda em, xs: log.log(em, xs[0]),
 }
 
 __all__ = ["EXPANSIONS", "NATIVE32", "Builder", "Emitter"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
-from fuse_mlir.mathlib.emitter import Emitter
+from fuse_mlir.mathlib.emitter import F32, Emitter
 from fuse_mlir.mathlib.exp import LN2_HI, LN2_LO
 
 # fdlibm's e_log.c coefficients: log(1+f) = f - f²/2 + s·(f²/2 + R(s²)).
@@ -28,34 +28,51 @@ MANT_MASK = 0x000FFFFFFFFFFFFF
 INF = float("inf")
 
 
+# musl's logf.c: float32 ln2 split and the degree-4 polynomial (|error| < 2^-34.24 on its range).
+LN2_HI_F = 6.9313812256e-01  # 0x3f317180
+LN2_LO_F = 9.0580006145e-06  # 0x3717f7d1
+LG_F = [0xAAAAAA * 2.0**-24, 0xCCCE13 * 2.0**-25, 0x91E9EE * 2.0**-25, 0xF89E26 * 2.0**-26]
+
+
 def _split(em: Emitter, x: SSAValue) -> tuple[SSAValue, SSAValue]:
-    """(k as float64, m) with x = 2^k·m, m in [√2/2, √2), for finite x > 0 (subnormals included)."""
-    sub = em.cmp("olt", x, em.c(2.0**-1022))
-    xs = em.select(sub, em.mul(x, em.c(2.0**54)), x)
-    ix = em.iadd(em.bits(xs), em.ic(SQRT2_SHIFT))
-    k = em.isub(em.ashr(ix, em.ic(52)), em.ic(0x3FF))
-    m = em.from_bits(em.iadd(em.iand(ix, em.ic(MANT_MASK)), em.ic(0x3FE6A09E << 32)))
-    dk = em.sub(em.to_float(k), em.select(sub, em.c(54.0), em.c(0.0)))
+    """(k as a float, m) with x = 2^k·m, m in [√2/2, √2), for finite x > 0 (subnormals included); float64
+    or, with a float32 emitter, float32 bit layouts."""
+    native = em.f == F32
+    tiny, up, mant, bias, sqrt2 = (
+        (2.0**-126, 25, 23, 0x7F, 0x3F3504F3) if native else (2.0**-1022, 54, 52, 0x3FF, 0x3FE6A09E << 32)
+    )
+    sub = em.cmp("olt", x, em.c(tiny))
+    xs = em.select(sub, em.mul(x, em.c(2.0**up)), x)
+    ix = em.iadd(em.bits(xs), em.ic((bias << mant) - sqrt2))  # moves the exponent boundary from 1 to √2/2
+    k = em.isub(em.ashr(ix, em.ic(mant)), em.ic(bias))
+    m = em.from_bits(em.iadd(em.iand(ix, em.ic((1 << mant) - 1)), em.ic(sqrt2)))
+    dk = em.sub(em.to_float(k), em.select(sub, em.c(float(up)), em.c(0.0)))
     return dk, m
 
 
 def _log1p_poly(em: Emitter, f: SSAValue, c: SSAValue, dk: SSAValue) -> SSAValue:
     """log(1 + f) + c + dk·ln2 by fdlibm's formula; c is a small correction (0 for log)."""
+    native = em.f == F32
     hfsq = em.mul(em.mul(em.c(0.5), f), f)
     s = em.div(f, em.add(em.c(2.0), f))
     z = em.mul(s, s)
     w = em.mul(z, z)
-    t1 = em.mul(w, em.horner(w, [LG[1], LG[3], LG[5]]))
-    t2 = em.mul(z, em.horner(w, [LG[0], LG[2], LG[4], LG[6]]))
+    if native:
+        t1 = em.mul(w, em.horner(w, [LG_F[1], LG_F[3]]))
+        t2 = em.mul(z, em.horner(w, [LG_F[0], LG_F[2]]))
+    else:
+        t1 = em.mul(w, em.horner(w, [LG[1], LG[3], LG[5]]))
+        t2 = em.mul(z, em.horner(w, [LG[0], LG[2], LG[4], LG[6]]))
     r = em.add(t2, t1)
-    tail = em.fma(dk, em.c(LN2_LO), c)
+    tail = em.fma(dk, em.c(LN2_LO_F if native else LN2_LO), c)
     v = em.sub(em.fma(s, em.add(hfsq, r), tail), hfsq)
-    return em.fma(dk, em.c(LN2_HI), em.add(v, f))
+    return em.fma(dk, em.c(LN2_HI_F if native else LN2_HI), em.add(v, f))
 
 
 def log(em: Emitter, x: SSAValue) -> SSAValue:
     """Natural log (fdlibm's algorithm, < 1 ulp): log(x) = k·ln2 + log(m) as above. log(±0) = -inf,
-    log(x < 0) = NaN, log(inf) = inf, NaN passes through; subnormal x is exact-scaled first."""
+    log(x < 0) = NaN, log(inf) = inf, NaN passes through; subnormal x is exact-scaled first. With a
+    float32 emitter: musl's logf (float32 constants, a shorter polynomial; < 1 ulp)."""
     dk, m = _split(em, x)
     y = _log1p_poly(em, em.sub(m, em.c(1.0)), em.c(0.0), dk)
     finite_pos = em.and_(em.cmp("ogt", x, em.c(0.0)), em.cmp("olt", x, em.c(INF)))

@@ -3,8 +3,8 @@
 ``math.exp``, ``expm1``, ``log``, ``log1p``, ``tanh``, ``sin``, ``cos`` and
 ``powf`` on float32/float64 are replaced by the implementations in
 :mod:`fuse_mlir.mathlib` (range reduction, polynomial, selects for the
-special cases; float32 computed in float64 and rounded once, except exp, which has
-a native float32 form). Builtins that
+special cases; float32 computed in float64 and rounded once, except exp, expm1,
+tanh and log, which have native float32 forms). Builtins that
 are compositions (``sig`` = 1/(1+exp(-x)), ``gelu`` through tanh) vectorise
 through these. ``math.sqrt`` is left alone: it lowers to ``llvm.sqrt``,
 correctly rounded and vectorisable already. A ``powf`` whose result only
