@@ -120,9 +120,10 @@ def log_dd(em: Emitter, x: SSAValue) -> tuple[SSAValue, SSAValue]:
     dk, m = _split(em, x)
     f = em.sub(m, em.c(1.0))  # exact
     d, d_lo = em.fast_two_sum(em.c(2.0), f)
-    s = em.div(f, d)
+    inv = em.div(em.c(1.0), d)  # one division: s = f/d to an ulp or so, s_lo from the fma-exact residual
+    s = em.mul(f, inv)
     res = em.fma(em.neg(s), d_lo, em.fma(em.neg(s), d, f))
-    s_lo = em.div(res, d)
+    s_lo = em.mul(res, inv)
     # s² and s³ as double-doubles.
     z, z_lo = em.two_prod(s, s)
     z_lo = em.fma(em.add(s, s), s_lo, z_lo)
