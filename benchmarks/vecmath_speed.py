@@ -6,14 +6,15 @@
 Unary/binary math ops come from :func:`fuse_mlir.mathlib.probe.math_kernel`
 (expm1 and log1p are not .fuse builtins); ``sigmoid`` (``sig(x, T=1)``) and
 ``gelu`` are compiled .fuse programs, whose libm-based version is
-``compile(strict=True)``. Times are medians of interleaved repeats,
-single-threaded, on inputs in a typical range for each function.
+``compile(strict=True)``. Times are the best of interleaved repeats (on a
+shared machine the minimum is the stable estimate of a kernel's cost; a
+median drifts with the load), single-threaded, on inputs in a typical range
+for each function.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 
@@ -57,7 +58,7 @@ def _fuse(fn: str, dtype: np.dtype, strict: bool) -> Callable[..., np.ndarray]:
 
 
 def measure(fn: str, dtype: np.dtype, n: int, repeats: int) -> dict[str, float]:
-    """Median ns/element of fuse (expanded), fuse strict (libm) and NumPy for ``fn`` on ``n`` elements."""
+    """Best-of-repeats ns/element of fuse (expanded), fuse strict (libm) and NumPy for ``fn`` on ``n`` elements."""
     rng = np.random.default_rng(0)
     lo, hi = RANGES[fn]
     args = [rng.uniform(lo, hi, n).astype(dtype)]
@@ -72,7 +73,7 @@ def measure(fn: str, dtype: np.dtype, n: int, repeats: int) -> dict[str, float]:
             t0 = time.perf_counter()
             f(*args)
             times[name].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) / n * 1e9 for k, v in times.items()}
+    return {k: min(v) / n * 1e9 for k, v in times.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtypes", default="float64,float32")
     ap.add_argument("--functions", default=",".join(RANGES))
     a = ap.parse_args(argv)
-    print(f"ns/element, n = {a.n}, median of {a.repeats}\n")
+    print(f"ns/element, n = {a.n}, best of {a.repeats}\n")
     print("| function | dtype | expanded | libm (strict) | NumPy | libm / expanded | NumPy / expanded |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for fn in a.functions.split(","):
