@@ -99,15 +99,16 @@ def _window(em: Emitter, j0: SSAValue, buckets: int, terms: int) -> list[SSAValu
 
 
 def reduce_large(em: Emitter, x: SSAValue, single: bool = False) -> tuple[SSAValue, SSAValue, SSAValue]:
-    """(n, r, r_lo) with x = n·π/2 + r + r_lo for finite |x| ≥ 2^20, Payne–Hanek style without a table
-    load: x = M·2^E with M a 53-bit integer, and x·2/π mod 4 = Σ_j M·d_j·2^(E-53(j+1)) mod 4 over the
-    53-bit chunks d_j of 2/π, where the chunks whose terms are multiples of 4 are skipped: the first
-    chunk used, j0 = max(0, (E-2)//53), picks four consecutive chunks by a tree of selects over the 19
-    possible j0. ``single`` (a widened float32: M has 24 bits, E ≤ 104): three chunks, two buckets. Each M·d_j is an exact
-    double-double (fma), the pieces above 4 are reduced mod 4 exactly, and all are summed by exact
-    two-sums, so r is good to ~2^-104 absolute: within 1 ulp unless x lies within
-    2^-50 of a multiple of π/2 (no double above 2^20 comes closer than ~2^-61, so a few inputs may
-    lose more). Computed for every element (branch-free) and selected where |x| ≥ 2^19·π."""
+    """(n, r, r_lo) with x = n·π/2 + r + r_lo for finite |x| ≥ 2^20 (float64) or any nonzero finite
+    float32, Payne–Hanek style without a table load: |x| = M·2^E with M a 53-bit integer, and
+    x·2/π mod 4 = Σ_j M·d_j·2^(E-53(j+1)) mod 4 over the 53-bit chunks d_j of 2/π, where the chunks whose
+    terms are multiples of 4 are skipped: the first chunk used, j0 = max(0, (E-2)//53), picks four
+    consecutive chunks by a tree of selects over the 19 possible j0. ``single`` (a widened float32: M
+    has 24 bits, E ≤ 104): three chunks, two buckets. Each M·d_j is an exact double-double (fma), the
+    pieces above 4 are reduced mod 4 exactly, and all are summed by exact two-sums, so r is good to
+    ~2^-104 absolute: within 1 ulp unless x lies within 2^-50 of a multiple of π/2, which a handful of
+    doubles do (the closest, 2^-61 away, loses 67 ulp in cos). Branch-free: :func:`sincos` computes it
+    for every element and selects it where |x| ≥ 2^19·π."""
     b = em.bits(x)
     e = em.isub(em.iand(em.ashr(b, em.ic(52)), em.ic(0x7FF)), em.ic(1075))
     m = em.from_bits(em.iadd(em.iand(b, em.ic(0x000FFFFFFFFFFFFF)), em.ic(1075 << 52)))  # 2^52 + mantissa
