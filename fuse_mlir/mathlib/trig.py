@@ -76,7 +76,7 @@ def _two_over_pi_chunks(count: int) -> list[float]:
     return [float((two_over_pi >> (bits - 53 * (j + 1))) & mask) for j in range(count)]
 
 
-LARGE_TERMS = 4  # chunks of 2/π per float64 reduction: truncation below 2^-104 (absolute, in units of π/2)
+LARGE_TERMS = 5  # chunks of 2/π per float64 reduction: truncation below 2^-157 (absolute, in units of π/2)
 MAX_E = 971  # largest exponent of a finite double's integer mantissa: x = M·2^E, M < 2^53
 _BUCKETS = (MAX_E - 2) // 53 + 1
 D = _two_over_pi_chunks(_BUCKETS + LARGE_TERMS)
@@ -98,16 +98,28 @@ def _window(em: Emitter, j0: SSAValue, buckets: int, terms: int) -> list[SSAValu
     return out
 
 
+def _sum_tree(em: Emitter, values: list[SSAValue], errors: list[SSAValue]) -> SSAValue:
+    """Σ values by a tree of exact two-sums: returns the rounded total, appends each rounding error."""
+    while len(values) > 1:
+        nxt = []
+        for a, c in zip(values[::2], values[1::2]):
+            total, err = em.two_sum(a, c)
+            nxt.append(total)
+            errors.append(err)
+        values = nxt + ([values[-1]] if len(values) % 2 else [])
+    return values[0]
+
+
 def reduce_large(em: Emitter, x: SSAValue, single: bool = False) -> tuple[SSAValue, SSAValue, SSAValue]:
     """(n, r, r_lo) with x = n·π/2 + r + r_lo for finite |x| ≥ 2^20 (float64) or any nonzero finite
     float32, Payne–Hanek style without a table load: |x| = M·2^E with M a 53-bit integer, and
     x·2/π mod 4 = Σ_j M·d_j·2^(E-53(j+1)) mod 4 over the 53-bit chunks d_j of 2/π, where the chunks whose
-    terms are multiples of 4 are skipped: the first chunk used, j0 = max(0, (E-2)//53), picks four
+    terms are multiples of 4 are skipped: the first chunk used, j0 = max(0, (E-2)//53), picks five
     consecutive chunks by a tree of selects over the 19 possible j0. ``single`` (a widened float32: M
     has 24 bits, E ≤ 104): three chunks, two buckets. Each M·d_j is an exact double-double (fma), the
-    pieces above 4 are reduced mod 4 exactly, and all are summed by exact two-sums, so r is good to
-    ~2^-104 absolute: within 1 ulp unless x lies within 2^-50 of a multiple of π/2, which a handful of
-    doubles do (the closest, 2^-61 away, loses 67 ulp in cos). Branch-free: :func:`sincos` computes it
+    pieces above 4 are reduced mod 4 exactly, and all are summed by exact two-sums in two rounds (see
+    below), so r is good to ~2^-150 absolute: within 1 ulp even for the doubles closest to a multiple
+    of π/2 (2^-61 away). Branch-free: :func:`sincos` computes it
     for every element and selects it where |x| ≥ 2^19·π."""
     b = em.bits(x)
     e = em.isub(em.iand(em.ashr(b, em.ic(52)), em.ic(0x7FF)), em.ic(1075))
@@ -124,30 +136,31 @@ def reduce_large(em: Emitter, x: SSAValue, single: bool = False) -> tuple[SSAVal
     chunks = _window(em, em.to_int(j0f), (max_e - 2) // 53 + 1, terms)
     # Scale of chunk j0 + k: 2^(E - 53(j0 + 1 + k)), a normal power of two for every finite x ≥ 2^20.
     scale = em.pow2(em.to_int(em.sub(ef, em.mul(em.c(53.0), em.add(j0f, em.c(1.0))))))
-    big: list[SSAValue] = []  # pieces reduced mod 4 (into [-2, 2])
-    low: list[SSAValue] = []  # pieces below 2^-51
+    big: list[SSAValue] = []  # pieces reduced mod 4 (into [-2, 2]) or below 4 already
+    low: list[SSAValue] = []  # pieces below 2^-50
+    truncation = bits + 2 - 53 * (terms - 1)  # log2 of what the chunks left out can add
     for k in range(terms):
         p, err = em.two_prod(m, chunks[k])
         for part, bound in ((p, bits + 55 - 53 * k), (err, bits + 2 - 53 * k)):
-            if bound < -60:
-                continue  # below the truncation error of the chunks left out
+            if bound <= truncation:
+                continue
             v = em.mul(em.mul(part, scale), em.c(2.0 ** (-53 * k)))  # exact; |v| < 2^bound
             if bound > 2:
                 v = em.fma(em.c(-4.0), em.roundeven(em.mul(v, em.c(0.25))), v)  # v mod 4, exact
             (big if bound > -50 else low).append(v)
-    # Sum the big pieces by a tree of exact two-sums (short dependency chains), the errors on the side.
-    errs: list[SSAValue] = list(low)
-    while len(big) > 1:
-        nxt = []
-        for a, c in zip(big[::2], big[1::2]):
-            total, err = em.two_sum(a, c)
-            nxt.append(total)
-            errs.append(err)
-        big = nxt + ([big[-1]] if len(big) % 2 else [])
-    while len(errs) > 1:
-        errs = [em.add(a, c) for a, c in zip(errs[::2], errs[1::2])] + ([errs[-1]] if len(errs) % 2 else [])
-    n = em.roundeven(big[0])
-    h, lo = em.fast_two_sum(em.sub(big[0], n), errs[0])  # the subtraction is exact
+    # Sum the big pieces exactly (a tree of two-sums: short dependency chains), take the integer part
+    # out (exact), then sum what is left with the two-sums' errors and the low pieces by a second tree:
+    # when x is close to a multiple of π/2 the first sum cancels to below 2^-47 and the second keeps
+    # its errors below 2^-100, so r keeps ~2^-150 absolute.
+    errs: list[SSAValue] = []
+    total = _sum_tree(em, big, errs)
+    n = em.roundeven(total)
+    rest: list[SSAValue] = []
+    h = _sum_tree(em, [em.sub(total, n), *errs, *low], rest)  # the subtraction is exact
+    lo = rest[0]
+    for v in rest[1:]:
+        lo = em.add(lo, v)
+    h, lo = em.fast_two_sum(h, lo)
     # r = (h + lo)·π/2 as a double-double.
     r, r_err = em.two_prod(h, em.c(PIO2_HI))
     r_err = em.fma(h, em.c(PIO2_LO), em.fma(lo, em.c(PIO2_HI), r_err))
