@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,16 +84,36 @@ class Program:
 
     # -- compile -----------------------------------------------------------
 
-    def compile(self, backend: str = "llvm", *, out_root: str | Path | None = None, **options: Any) -> Runner:
+    def compile(
+        self,
+        backend: str = "llvm",
+        *,
+        out_root: str | Path | None = None,
+        mode: str = "single",
+        projection: str = "exact",
+        samples: int | None = None,
+        seed: int | None = None,
+        profile: bool = False,
+        **options: Any,
+    ) -> Runner:
         """A runner for ``backend`` (``reference`` or ``llvm``); sinks write under ``out_root`` (default: cwd).
 
-        ``options`` go to the backend (for llvm: ``strict=True`` keeps IEEE
-        evaluation order and libm calls, ``cache=False`` skips the kernel cache).
+        ``mode`` is ``single`` or ``streaming`` (virtual time ``*t``: each call
+        is one step, docs/modes.md); ``projection="monte_carlo"`` with
+        ``samples`` and ``seed`` estimates sum/mean/max projections from
+        samples; ``profile=True`` times each group where the backend allows
+        (``runner.explain()``). ``options`` go to the backend (for llvm:
+        ``strict=True`` keeps IEEE evaluation order and libm calls,
+        ``cache=False`` skips the kernel cache).
         """
         from fuse_mlir.backends import get_backend
+        from fuse_mlir.modes import configure_runner
 
         executor = get_backend(backend, **options)
-        return Runner(self, backend, Path(out_root) if out_root is not None else Path.cwd(), executor)
+        root = Path(out_root) if out_root is not None else Path.cwd()
+        return configure_runner(
+            self, backend, root, executor, mode=mode, projection=projection, samples=samples, seed=seed, profile=profile
+        )
 
     # -- explain -----------------------------------------------------------
 
@@ -146,9 +167,33 @@ class Runner:
     out_root: Path
     executor: Any = None
     _specs: dict[str, Any] | None = field(default=None, repr=False)
+    mode: str = "single"
+    profile: bool = False
+    rewrite: Any = field(default=None, repr=False)  # (lowered, arrays) -> (lowered, arrays): Monte Carlo projection
+    _last: Any = field(default=None, repr=False)  # modes.trace.LastRun of the latest run
+    _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         return self.run(inputs)
+
+    def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, **inputs: Any) -> np.ndarray:
+        """Evaluate only what tensor ``name`` depends on, optionally selecting positions of its axes.
+
+        ``select`` maps an axis (index name or position) to an int (the axis
+        goes) or a slice; ``inputs`` need only hold what ``name`` depends on.
+        Results are cached until an input changes (docs/modes.md, demand).
+        """
+        from fuse_mlir.modes.demand import DemandCache
+
+        if self._demand is None:
+            self._demand = DemandCache(self)
+        return self._demand.query(name, select or {}, inputs)
+
+    def explain(self, format: str = "text") -> Any:
+        """The trace of the latest run: per group iterations, time, kernels, FLOPs, bytes (text or json)."""
+        if self._last is None:
+            raise FuseRuntimeError("explain() describes the latest run: call the runner first")
+        return self._last.trace().render(format)
 
     def input_names(self) -> list[str]:
         return [s.name for s in self.program.lower().inputs]
@@ -159,11 +204,36 @@ class Runner:
 
         arrays = self._validate(dict(inputs or {}))
         lowered = self.program.lower({k: v.dtype for k, v in arrays.items()})
-        result = self.executor(lowered, arrays)
+        result = self.execute(lowered, arrays)
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)
         return result.exports
+
+    def execute(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> Any:
+        """Run one lowered module on validated arrays (after the mode's rewrite), recording it for explain()."""
+        from fuse_mlir.modes.trace import LastRun, run_profiled
+
+        if self.rewrite is not None:
+            lowered, arrays = self.rewrite(lowered, arrays)
+        shapes = op_seconds = None
+        t0 = time.perf_counter()
+        if self.profile and self.backend == "reference":
+            result, shapes, op_seconds = run_profiled(lowered.module, arrays, lowered.sources)
+        else:
+            result = self.executor(lowered, arrays)
+        seconds = time.perf_counter() - t0
+        self._last = LastRun(
+            lowered.module,
+            {k: v.shape for k, v in arrays.items()},
+            lowered.sources,
+            seconds,
+            self.backend,
+            self.mode,
+            shapes,
+            op_seconds,
+        )
+        return result
 
     def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
         specs = self._specs

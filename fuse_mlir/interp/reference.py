@@ -67,21 +67,25 @@ class Interpreter:
             warnings.simplefilter("ignore", RuntimeWarning)
             with np.errstate(all="ignore"):
                 for op in self.module.body.block.ops:
-                    handler = self.handlers.get(type(op))
-                    if handler is None:
-                        raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
-                    try:
-                        out = handler(self, op)
-                    except ValueError as e:  # a NumPy kernel refused (e.g. max over an empty axis)
-                        raise FuseRuntimeError(f"{op.name}: {e}", _loc(op)) from e
-                    if out is None:
-                        continue
-                    if isinstance(out, tuple):
-                        for r, v in zip(op.results, out):
-                            self.env[r] = v
-                    else:
-                        self.env[op.results[0]] = out
+                    self.step(op)
         return self.result
+
+    def step(self, op: Operation) -> None:
+        """Run one op and bind its results (a hook for subclasses that observe each op, e.g. the run trace)."""
+        handler = self.handlers.get(type(op))
+        if handler is None:
+            raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
+        try:
+            out = handler(self, op)
+        except ValueError as e:  # a NumPy kernel refused (e.g. max over an empty axis)
+            raise FuseRuntimeError(f"{op.name}: {e}", _loc(op)) from e
+        if out is None:
+            return
+        if isinstance(out, tuple):
+            for r, v in zip(op.results, out):
+                self.env[r] = v
+        else:
+            self.env[op.results[0]] = out
 
     def get(self, v: SSAValue) -> Any:
         return self.env[v]
