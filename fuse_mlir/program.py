@@ -249,19 +249,21 @@ class Runner:
         if missing:
             spec = specs[missing[0]]
             raise FuseRuntimeError(f"missing input{'s' * (len(missing) > 1)} {', '.join(missing)}", spec.loc)
-        out: dict[str, np.ndarray] = {}
-        for name, value in inputs.items():
-            arr = np.asarray(value)
-            if arr.dtype == np.bool_:
-                arr = arr.astype(np.int8)
-            if arr.dtype.kind not in _SUPPORTED_KINDS or arr.dtype.itemsize > 8:
-                raise FuseRuntimeError(f"input {name} has unsupported dtype {arr.dtype}", specs[name].loc)
-            rank = specs[name].rank
-            if arr.ndim != rank:
-                raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", specs[name].loc)
-            # Copy only what is not C-contiguous (np.array keeps 0-d arrays 0-d, unlike ascontiguousarray).
-            out[name] = arr if arr.flags.c_contiguous else np.array(arr, order="C")
-        return out
+        return {name: coerce_input(name, value, specs[name]) for name, value in inputs.items()}
+
+
+def coerce_input(name: str, value: Any, spec: Any) -> np.ndarray:
+    """One input as a C-contiguous array of a supported dtype and the rank ``spec`` (an InputSpec) says."""
+    arr = np.asarray(value)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.int8)
+    if arr.dtype.kind not in _SUPPORTED_KINDS or arr.dtype.itemsize > 8:
+        raise FuseRuntimeError(f"input {name} has unsupported dtype {arr.dtype}", spec.loc)
+    rank = spec.rank
+    if arr.ndim != rank:
+        raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", spec.loc)
+    # Copy only what is not C-contiguous (np.array keeps 0-d arrays 0-d, unlike ascontiguousarray).
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
 
 
 def format_exports(exports: Mapping[str, np.ndarray]) -> str:
