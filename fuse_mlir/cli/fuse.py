@@ -1,6 +1,6 @@
 """The ``fuse`` command: run a `.fuse` program, or explain its equations.
 
-    fuse run prog.fuse --input W=w.npy --input X=x.json [--out y.npz] [--json]
+    fuse run prog.fuse --input W=w.npy --input X=x.json [--out y.npz] [--json] [--explain]
     fuse explain prog.fuse [--json]
     fuse --version
 
@@ -58,6 +58,11 @@ def build_parser() -> ArgumentParser:
     shown.add_argument("--json", action="store_true", help="print the exports as JSON")
     run.add_argument(
         "--out-root", metavar="DIR", help="the folder that the program's sinks write under (default: current folder)"
+    )
+    run.add_argument(
+        "--explain",
+        action="store_true",
+        help="after the run, print its trace (per group: time, kernels, FLOPs, bytes) to stderr",
     )
 
     explain = sub.add_parser("explain", help="show each equation's joined, projected and broadcast indices")
@@ -139,9 +144,11 @@ def save_exports(exports: Mapping[str, np.ndarray], path: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """``fuse run``: load, run, then print or save the exports."""
     program = load_program(args.program)
-    runner = program.compile(args.backend, out_root=args.out_root)
+    runner = program.compile(args.backend, out_root=args.out_root, profile=args.explain)
     inputs = load_inputs(program, parse_input_args(args.input))
     exports = runner.run(inputs)
+    if args.explain:
+        sys.stderr.write(f"{runner.explain('text')}\n")
     if args.out is not None:
         save_exports(exports, args.out)
     elif args.json:

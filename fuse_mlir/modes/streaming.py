@@ -266,7 +266,7 @@ class StreamingRunner(Runner):
                 )
             arr = np.asarray(value)
             rank = self._step_rank(name)
-            if rank is not None and arr.ndim == rank + 1 and (w > 1 or arr.shape[:1] == (1,)):
+            if rank is not None and arr.ndim == rank + 1:
                 if arr.shape[0] != w:
                     raise FuseRuntimeError(f"initial {name} stacks {arr.shape[0]} steps but its window is {w}")
                 values = list(arr)
@@ -274,7 +274,8 @@ class StreamingRunner(Runner):
                 values = [arr] * w if w == 1 else [np.zeros_like(arr)] * (w - 1) + [arr]
             else:
                 raise FuseRuntimeError(
-                    f"initial {name} must have rank {rank} (one step) or {rank + 1} ({w} steps) but has shape {arr.shape}"
+                    f"initial {name} must have rank {rank} (one step) or {rank + 1} (a stack of {w}) "
+                    f"but has shape {arr.shape}"
                 )
             self.history[name] = deque(values, maxlen=w)
 
@@ -290,7 +291,9 @@ class StreamingRunner(Runner):
         initial = {k: given.pop(k) for k in list(given) if k in self.plan.defined}
         if initial:
             self._set_history(initial)
-        arrays = dict(given)
+        # A time input read only from earlier steps is history, not an input of this step's program.
+        step_inputs = set(self.step_runner.input_names())
+        arrays = {k: v for k, v in given.items() if k in step_inputs or k not in self.plan.window}
         for name, w in self.plan.window.items():
             past = self.history[name]
             for d in range(1, w + 1):
