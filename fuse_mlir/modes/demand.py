@@ -287,8 +287,25 @@ class DemandCache:
         self.runner = runner
         self.programs: dict[tuple, QueryProgram] = {}
         self.results: dict[tuple, _Entry] = {}
+        self.needs: dict[str, set[str]] = {}
         self.hits = 0
         self.misses = 0
+
+    def _needed(self, name: str) -> set[str]:
+        """The program inputs ``name`` depends on (independent of dtypes, so found once on the default lowering)."""
+        hit = self.needs.get(name)
+        if hit is None:
+            module = self.runner.program.lower().module
+            if defining_value(module, name) is None:
+                known = sorted(
+                    {op.tensor_name.data for op in module.body.block.ops if isinstance(op, te.GroupOp | te.InputOp)}
+                )
+                raise FuseRuntimeError(
+                    f"cannot query '{name}': the program has no tensor of that name ({', '.join(known)})"
+                )
+            pruned, _ = prune(module, name)
+            hit = self.needs[name] = {op.tensor_name.data for op in pruned.body.block.ops if isinstance(op, te.InputOp)}
+        return hit
 
     def query(self, name: str, select: Mapping[str | int, int | slice], inputs: dict[str, Any]) -> np.ndarray:
         from fuse_mlir.program import coerce_input
@@ -302,15 +319,11 @@ class DemandCache:
                 f"the program's inputs are: {', '.join(all_specs) or 'none'}"
             )
         arrays = {k: coerce_input(k, v, all_specs[k]) for k, v in inputs.items()}
-        lowered = runner.program.lower({k: v.dtype for k, v in arrays.items()})
+        needed = self._needed(name)
+        # Specialise on the dtypes of what the query reads only, so other inputs never cause a recompile.
+        lowered = runner.program.lower({k: v.dtype for k, v in arrays.items() if k in needed})
         root = defining_value(lowered.module, name)
-        if root is None:
-            known = sorted(
-                {op.tensor_name.data for op in lowered.module.body.block.ops if isinstance(op, te.GroupOp | te.InputOp)}
-            )
-            raise FuseRuntimeError(
-                f"cannot query '{name}': the program has no tensor of that name ({', '.join(known)})"
-            )
+        assert root is not None
         axes = _selection(name, own_names(root), select)
         pkey = (id(lowered), name, tuple((p, isinstance(s, int)) for p, s in axes))
         qp = self.programs.get(pkey)
