@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.diagnostics import FuseError, Loc
@@ -40,6 +40,7 @@ from fuse_mlir.frontend.lower import InputSpec, Lowered
 from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
 
 SAMPLED = ("sum", "mean", "max")
+SAMPLES_ATTR = "monte_carlo"
 _NOWHERE = Loc("<monte-carlo>", 1, 1)
 
 
@@ -73,8 +74,8 @@ def count_name(k: int) -> str:
     return f"mc{k}:count"
 
 
-def sample_module(lowered: Lowered, sampled: list[int]) -> Lowered:
-    """A copy of ``lowered`` whose candidate ops numbered in ``sampled`` project a sample index instead."""
+def sample_module(lowered: Lowered, sampled: list[int], samples: int) -> Lowered:
+    """A copy of ``lowered`` whose candidate ops numbered in ``sampled`` project ``samples`` samples instead."""
     module = lowered.module.clone()
     block = module.body.block
     ops = candidates(module)
@@ -119,6 +120,7 @@ def sample_module(lowered: Lowered, sampled: list[int]) -> Lowered:
             new = te.ContractOp(operands, each, indices, "max" if kind == "max" else "mean", result.type)
         else:
             new = te.ReduceOp("max" if kind == "max" else "mean", operands[0], each[0], indices, result.type)
+        new.attributes[SAMPLES_ATTR] = IntegerAttr(samples, i64)  # the run trace shows it per group
         block.insert_op_before(new, op)
         value = new.results[0]
         if kind == "sum":
@@ -173,7 +175,7 @@ class MonteCarlo:
         key = (id(lowered), tuple(k for k, _, _ in plan))
         sampled = self.modules.get(key)
         if sampled is None:
-            sampled = self.modules[key] = sample_module(lowered, [k for k, _, _ in plan])
+            sampled = self.modules[key] = sample_module(lowered, [k for k, _, _ in plan], self.samples)
         out = dict(arrays)
         for k, proj, count in plan:
             rng = np.random.default_rng([self.seed, k])

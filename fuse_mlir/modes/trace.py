@@ -29,12 +29,13 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.reference import Interpreter, RunResult
 from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
+from fuse_mlir.modes.monte_carlo import SAMPLES_ATTR
 
 _BOOKKEEPING = (
     te.InputOp,
@@ -199,6 +200,9 @@ def build_trace(
             f, b = op_cost(op, shapes)
             g.flops += f
             g.bytes += b
+            samples = op.attributes.get(SAMPLES_ATTR)
+            if isinstance(samples, IntegerAttr):
+                g.extra["samples"] = samples.value.data
         if op_seconds is not None:
             g.seconds = sum(op_seconds.get(op, 0.0) for op in ops)
         groups.append(g)
