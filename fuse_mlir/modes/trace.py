@@ -98,13 +98,13 @@ class RunTrace:
         lines = [
             f"run on {self.backend} ({self.mode} mode): {_secs(self.seconds)}, "
             f"{_num(sum(g.flops for g in self.groups))} FLOPs (est.), {_num(sum(g.bytes for g in self.groups))}B moved (est.)",
-            f"{'group':<16} {'iters':>5} {'time':>10} {'kernels':>7} {'FLOPs':>9} {'bytes':>9}  notes",
+            f"{'group':<16} {'iters':>5} {'time':>10} {'kernels':>7} {'FLOPs':>9} {'bytes':>9}  extra",
         ]
         for g in self.groups:
             extra = ", ".join(f"{k}={v}" for k, v in g.extra.items())
             lines.append(
                 f"{g.name:<16} {g.iterations:>5} {_secs(g.seconds):>10} {g.kernels:>7} {_num(g.flops):>9} "
-                f"{_num(g.bytes):>9}  {extra}"
+                f"{_num(g.bytes):>9}  {extra}".rstrip()
             )
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
