@@ -24,12 +24,12 @@ from fuse_mlir.dialects import tensor_eq as te
 Shape = tuple[int, ...]
 
 
-def _by_name(pairs: Sequence[tuple[Sequence[str], Shape]]) -> dict[str, int]:
-    """Extents by index name from (names, shape) pairs; broadcastable size-1 extents yield to larger ones."""
+def extents_by_name(pairs: Sequence[tuple[Sequence[str], Shape]]) -> dict[str, int]:
+    """Extents by index name from (names, shape) pairs; size-1 (broadcast) and unknown (-1) extents yield."""
     ext: dict[str, int] = {}
     for names, shape in pairs:
         for n, s in zip(names, shape):
-            if n not in ext or ext[n] == 1:
+            if n not in ext or ext[n] in (1, -1):
                 ext[n] = s
     return ext
 
@@ -69,7 +69,7 @@ def op_index_extents(op: Operation, shapes: Mapping[SSAValue, object]) -> dict[s
     out = op.attributes.get("indices")
     if out is not None and op.results and op.results[0] in shapes:
         pairs.append((te.names_of(out), shapes[op.results[0]]))  # type: ignore[arg-type]
-    return _by_name(pairs)
+    return extents_by_name(pairs)
 
 
 def infer_shapes(
@@ -90,7 +90,7 @@ def _infer(
         return env[v]  # type: ignore[return-value]
 
     def out_from(names_each: Sequence[Sequence[str]], values: Sequence[SSAValue], out: Sequence[str]) -> Shape:
-        ext = _by_name([(ns, shape(v)) for v, ns in zip(values, names_each)])
+        ext = extents_by_name([(ns, shape(v)) for v, ns in zip(values, names_each)])
         return tuple(ext[n] for n in out)
 
     match op:
@@ -129,7 +129,7 @@ def _infer(
             for v, ns, part in zip(op.inputs, te.names_of_each(op.operand_indices), te.names_of(op.operand_axes)):
                 total += shape(v)[list(ns).index(part)]
                 pairs.append(([n for n in ns if n != part], tuple(s for n, s in zip(ns, shape(v)) if n != part)))
-            ext = _by_name(pairs)
+            ext = extents_by_name(pairs)
             return [tuple(total if n == axis else ext[n] for n in out)]
         case te.FlattenOp():
             s = shape(op.input)
@@ -165,7 +165,7 @@ def _block_shapes(op: te.BlockOp, shape) -> list[object]:
         q, k, v = (shape(a) for a in op.inputs[:3])
         qn, kn, vn = names[:3]
         batch = list(qn[:-2])
-        ext = _by_name([(qn, q), (kn, k), (vn, v)])
+        ext = extents_by_name([(qn, q), (kn, k), (vn, v)])
         out = tuple(ext[n] for n in batch) + (ext[roles["query"]], ext[roles["value"]])  # type: ignore[index]
         return [out]
     if op.fn.data == "topk":

@@ -240,16 +240,17 @@ class QueryProgram:
     full: ModuleOp  # the pruned module before selection (for the extents of the selected axes)
 
 
-def build_query(lowered: Lowered, name: str, axes: list[tuple[int, bool]]) -> QueryProgram:
-    """The query program for ``name`` with the given (axis position, is-int) selections."""
-    pruned, root = prune(lowered.module, name)
-    full = pruned.clone()
+def query_module(module: ModuleOp, name: str, axes: list[tuple[int, bool]]) -> tuple[ModuleOp, list[str]]:
+    """The query module for ``name`` with (axis position, is-int) selections, and its selection input names.
+
+    Selection k reads the run-time input ``select:k``: a 0-d int64 position
+    for an int (the axis goes), a 1-d int64 vector of positions for a slice.
+    """
+    pruned, root = prune(module, name)
     block = pruned.body.block
     first = block.first_op
-    specs = {s.name: s for s in lowered.inputs}
-    select_inputs = []
+    names = []
     current = list(range(len(own_names(root))))  # original axis positions still in the result, in order
-    new_specs: list[InputSpec] = []
     for k, (pos, drop) in enumerate(axes):
         iname = f"select:{k}"
         inp = te.InputOp(iname, [] if drop else [f"select{k}"], te.tensor_type(np.int64, [] if drop else [te.DYNAMIC]))
@@ -257,14 +258,27 @@ def build_query(lowered: Lowered, name: str, axes: list[tuple[int, bool]]) -> Qu
         root = select_axis(pruned, root, current.index(pos), inp.result, drop)
         if drop:
             current.remove(pos)
-        select_inputs.append((pos, iname, drop))
-        new_specs.append(InputSpec(iname, 0 if drop else 1, np.dtype(np.int64), _NOWHERE))
+        names.append(iname)
     block.add_op(te.ExportOp([root], [name]))
     remove_dead(pruned)
     pruned.verify()
-    needs = [op.tensor_name.data for op in block.ops if isinstance(op, te.InputOp) and op.tensor_name.data in specs]
-    inputs = [specs[n] for n in needs] + new_specs
-    return QueryProgram(Lowered(pruned, inputs, [name], [], lowered.sources), select_inputs, needs, full)
+    return pruned, names
+
+
+def build_query(lowered: Lowered, name: str, axes: list[tuple[int, bool]]) -> QueryProgram:
+    """The query program for ``name`` with the given (axis position, is-int) selections."""
+    module, names = query_module(lowered.module, name, axes)
+    specs = {s.name: s for s in lowered.inputs}
+    needs = [
+        op.tensor_name.data
+        for op in module.body.block.ops
+        if isinstance(op, te.InputOp) and op.tensor_name.data in specs
+    ]
+    inputs = [specs[n] for n in needs]
+    inputs += [InputSpec(n, 0 if drop else 1, np.dtype(np.int64), _NOWHERE) for n, (_, drop) in zip(names, axes)]
+    select_inputs = [(pos, n, drop) for n, (pos, drop) in zip(names, axes)]
+    full, _ = prune(lowered.module, name)
+    return QueryProgram(Lowered(module, inputs, [name], [], lowered.sources), select_inputs, needs, full)
 
 
 def fingerprint(value: Any) -> tuple[int, int]:
