@@ -189,6 +189,11 @@ class Runner:
             self._demand = DemandCache(self)
         return self._demand.query(name, select or {}, inputs)
 
+    def clear_query_cache(self) -> None:
+        """Forget cached ``query`` results (needed only after changing a large input array in place)."""
+        if self._demand is not None:
+            self._demand.clear()
+
     def explain(self, format: str = "text") -> Any:
         """The trace of the latest run: per group iterations, time, kernels, FLOPs, bytes (text or json)."""
         if self._last is None:

@@ -147,6 +147,20 @@ def test_cache_hits_until_an_input_changes(backend):
     assert cache.hits == 3
 
 
+def test_large_inputs_are_checked_by_sampling_and_the_cache_can_be_cleared():
+    run = Program("Y[i] = X[i] + 1.0").compile("reference")
+    x = np.zeros(10_000)
+    np.testing.assert_array_equal(run.query("Y", {"i": 0}, X=x), 1.0)
+    x[0] = 5.0  # a sampled element: noticed
+    np.testing.assert_array_equal(run.query("Y", {"i": 0}, X=x), 6.0)
+    x[1] = 7.0  # between samples of a large array: the documented blind spot
+    np.testing.assert_array_equal(run.query("Y", {"i": 1}, X=x), 8.0)  # (a different selection: computed now)
+    x[1] = 9.0
+    np.testing.assert_array_equal(run.query("Y", {"i": 1}, X=x), 8.0)
+    run.clear_query_cache()
+    np.testing.assert_array_equal(run.query("Y", {"i": 1}, X=x), 10.0)
+
+
 def test_llvm_compiles_once_per_selection_shape():
     run = Program(MLP).compile("llvm")
     ins = mlp_inputs()

@@ -26,10 +26,15 @@ per (name, selected axes, int-or-slice kinds); an out-of-range position is
 the gather's run-time error.
 
 Results are cached per (name, selection) until an input changes. An input
-counts as unchanged when it is the *same object* as last time and its bytes
-have the same CRC-32 (so mutating an array in place is noticed, at a cost
-of one checksum pass over the inputs ``name`` needs); a new array object
-always invalidates, even with equal contents.
+counts as unchanged when it is the *same object* as last time, with the same
+buffer address, shape and dtype, and the same CRC-32 over up to 4096 of its
+elements spread evenly over it (all of them in smaller arrays). The check
+costs the same whatever the array's size (a full checksum would cost as
+much as reading the array, i.e. as much as many evaluations). So a new array
+object always invalidates, even with equal contents; an in-place change is
+noticed in arrays of up to 4096 elements, and in larger ones when it touches
+a sampled element: after changing a large array in place, pass a copy or
+call ``runner.clear_query_cache()``.
 """
 
 from __future__ import annotations
@@ -281,15 +286,28 @@ def build_query(lowered: Lowered, name: str, axes: list[tuple[int, bool]]) -> Qu
     return QueryProgram(Lowered(module, inputs, [name], [], lowered.sources), select_inputs, needs, full)
 
 
-def fingerprint(value: Any) -> tuple[int, int]:
-    """(identity, CRC-32 of the bytes): what decides whether a cached query result is still valid."""
-    arr = np.ascontiguousarray(np.asarray(value))
-    return id(value), zlib.crc32(arr.view(np.uint8).reshape(-1) if arr.size else b"")
+FINGERPRINT_SAMPLES = 4096
+
+
+def fingerprint(value: Any) -> tuple[object, ...]:
+    """What decides whether a cached query result is still valid for one input (the cache rule, module docstring).
+
+    The object's identity, its buffer's address, shape and dtype, and a CRC-32
+    of at most :data:`FINGERPRINT_SAMPLES` elements evenly spread over the
+    buffer (all of them in smaller arrays): constant cost, whatever the size.
+    """
+    arr = np.asarray(value)
+    flat = arr.reshape(-1)
+    if flat.size > FINGERPRINT_SAMPLES:
+        flat = flat[:: -(-flat.size // FINGERPRINT_SAMPLES)]
+    sample = np.ascontiguousarray(flat)
+    address = arr.__array_interface__["data"][0]
+    return id(value), address, arr.shape, arr.dtype.str, zlib.crc32(sample.view(np.uint8) if sample.size else b"")
 
 
 @dataclass
 class _Entry:
-    fingerprints: dict[str, tuple[int, int]]
+    fingerprints: dict[str, tuple[object, ...]]
     keep_alive: list[Any]  # the input objects, so their ids stay theirs while cached
     result: np.ndarray
 
@@ -304,6 +322,10 @@ class DemandCache:
         self.needs: dict[str, set[str]] = {}
         self.hits = 0
         self.misses = 0
+
+    def clear(self) -> None:
+        """Forget every cached result (query programs stay compiled)."""
+        self.results.clear()
 
     def _needed(self, name: str) -> set[str]:
         """The program inputs ``name`` depends on (independent of dtypes, so found once on the default lowering)."""
