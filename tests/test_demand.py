@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -200,3 +202,24 @@ def test_random_programs_reference(prog: GenProgram, seed: int, data: st.DataObj
 @given(prog=programs(), seed=st.integers(0, 2**16), data=st.data())
 def test_random_programs_llvm(prog: GenProgram, seed: int, data: st.DataObject):
     _check_random_query(prog, seed, data, "llvm")
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.fuse"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_every_export_by_query(path):
+    """Each example's exports, queried whole and at selections of their first two axes, equal the full run."""
+    program = Program.from_file(path)
+    backend = "reference"  # (llvm compiles one program per query shape; the tests above cover it)
+    run = program.compile(backend)
+    full = run.run({}, write_sinks=False)
+    for name, value in full.items():
+        selections: list[dict] = [{}]
+        if value.ndim >= 1 and value.shape[0] > 0:
+            selections += [{0: value.shape[0] - 1}, {0: slice(None, None, -2)}]
+        if value.ndim >= 2 and value.shape[1] > 1:
+            selections.append({1: 1, 0: slice(1, None)})
+        for select in selections:
+            index = tuple(select.get(k, slice(None)) for k in range(value.ndim))
+            np.testing.assert_allclose(run.query(name, select), value[index], rtol=1e-9, atol=1e-9)

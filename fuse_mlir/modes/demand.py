@@ -145,7 +145,9 @@ class _Selector:
         return new.results[0]
 
     def _gather(self, v: SSAValue, pos: int) -> SSAValue:
-        names = own_names(v)
+        # Plain generic axis names: a value's own names may be place positions (#0) or slice texts, which
+        # te.access would read as positions, slices or offsets.
+        names = tuple(f"d{k}" for k in range(len(own_names(v))))
         a = names[pos]
         axes = [("$0" if k == pos else n) for k, n in enumerate(names)]
         op = te.AccessOp(
