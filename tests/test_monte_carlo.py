@@ -15,9 +15,12 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.program import Program
+from tests.strategies import GenProgram, programs
 
 BACKENDS = ["reference", "llvm"]
 Z = 5.0
@@ -122,3 +125,17 @@ def test_integer_and_min_projections_stay_exact():
 def test_bad_options(options, match):
     with pytest.raises(FuseError, match=match):
         Program(SRC).compile("reference", **options)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prog=programs(), seed=st.integers(0, 2**16), samples=st.integers(1, 3))
+def test_random_programs_sample_the_same_on_both_backends(prog: GenProgram, seed: int, samples: int):
+    """The rewrite is valid on any program: both backends agree (same tables), and plenty of samples is exact."""
+    arrays = prog.arrays(seed)
+    name = prog.equations[-1].lhs
+    ref = Program(prog.source()).compile("reference", projection="monte_carlo", samples=samples, seed=seed)(**arrays)
+    nat = Program(prog.source()).compile("llvm", projection="monte_carlo", samples=samples, seed=seed)(**arrays)
+    np.testing.assert_allclose(nat[name], ref[name], rtol=1e-9, atol=1e-9)
+    exact = Program(prog.source()).compile("reference")(**arrays)[name]
+    plenty = Program(prog.source()).compile("reference", projection="monte_carlo", samples=10_000, seed=seed)
+    np.testing.assert_array_equal(plenty(**arrays)[name], exact)
