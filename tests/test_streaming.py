@@ -136,3 +136,9 @@ def test_single_mode_points_to_streaming_and_unknown_modes_are_errors():
         Program(RNN).compile("reference")(W=np.ones((1, 1)))
     with pytest.raises(FuseError, match="unknown mode"):
         Program("Y[i] = X[i]").compile("reference", mode="bogus")
+
+
+def test_streaming_runner_has_no_demand_queries():
+    run = Program(RNN).compile("reference", mode="streaming")
+    with pytest.raises(FuseRuntimeError, match="not available in streaming mode"):
+        run.query("H", {})

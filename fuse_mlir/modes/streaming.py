@@ -248,6 +248,10 @@ class StreamingRunner(Runner):
         state = {state_name(n, d) for n, w in self.plan.window.items() for d in range(1, w + 1)}
         return [n for n in self.step_runner.input_names() if n not in state]
 
+    def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, **inputs: Any) -> np.ndarray:
+        """Demand queries evaluate a whole program once; a step depends on the runner's history, so none here."""
+        raise FuseRuntimeError("query() is not available in streaming mode: call the runner to advance a step")
+
     def reset(self, **initial: Any) -> None:
         """Restart at time 0; ``initial`` gives the history (window) of tensors read from earlier steps."""
         assert self.plan is not None
