@@ -39,6 +39,7 @@ call ``runner.clear_query_cache()``.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 
 _EXTENT_OPS = (te.DimOp, te.SliceLenOp)
 _NOWHERE = Loc("<query>", 1, 1)
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_']*\Z")
 
 
 def defining_value(module: ModuleOp, name: str) -> SSAValue | None:
@@ -145,9 +147,11 @@ class _Selector:
         return new.results[0]
 
     def _gather(self, v: SSAValue, pos: int) -> SSAValue:
-        # Plain generic axis names: a value's own names may be place positions (#0) or slice texts, which
-        # te.access would read as positions, slices or offsets.
-        names = tuple(f"d{k}" for k in range(len(own_names(v))))
+        # A value's own names may be place positions (#0) or slice texts, which te.access would read as
+        # positions, slices or offsets: then name the axes d0, d1, ... instead.
+        names = own_names(v)
+        if not all(_PLAIN.match(n) for n in names):
+            names = tuple(f"d{k}" for k in range(len(names)))
         a = names[pos]
         axes = [("$0" if k == pos else n) for k, n in enumerate(names)]
         op = te.AccessOp(
