@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fuse_mlir.cli import fuse
 from fuse_mlir.diagnostics import FuseRuntimeError
 from fuse_mlir.interp.shapes import infer_shapes
-from fuse_mlir.modes.trace import GroupTrace, RunTrace, TracingInterpreter, segments
+from fuse_mlir.modes.trace import GroupTrace, RunTrace, TracingInterpreter, build_trace, segments
 from fuse_mlir.program import Program
 from tests.strategies import GenProgram, programs
 
@@ -89,6 +89,26 @@ def test_a_group_can_carry_iterations_and_extras():
     assert json.loads(trace.render("json-text"))["mode"] == "fixpoint"
     with pytest.raises(ValueError):
         trace.render("xml")
+
+
+def test_iterating_modes_can_annotate_the_trace():
+    """What a mode that iterates groups (fixpoint) passes: iterations and extras per group, notes."""
+    module = Program(SRC).lower().module
+    shapes = infer_shapes(module, {"A": (6, 5), "B": (5, 4)}, {})
+    trace = build_trace(
+        module,
+        shapes,
+        backend="llvm",
+        mode="fixpoint",
+        seconds=0.1,
+        iterations={"H": 4},
+        group_extra={"H": {"converged": True}},
+        notes=["fixpoint H: 4 iterations, converged"],
+    )
+    assert trace.group("H").iterations == 4 and trace.group("S").iterations == 1
+    assert trace.group("H").extra == {"converged": True}
+    assert trace.notes[0] == "fixpoint H: 4 iterations, converged"
+    assert trace.group("H").flops == 4 * (2 * 6 * 5 * 4 + 6 * 4)  # every iteration counts
 
 
 def test_segments_cover_every_compute_op_once():

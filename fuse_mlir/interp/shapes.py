@@ -75,10 +75,17 @@ def op_index_extents(op: Operation, shapes: Mapping[SSAValue, object]) -> dict[s
 def infer_shapes(
     module: ModuleOp, inputs: Mapping[str, Shape], sources: Mapping[str, np.ndarray] | None = None
 ) -> dict[SSAValue, object]:
-    """Every SSA value's shape (tensors) or value (``index`` extents), from the input shapes by name."""
+    """Every SSA value's shape (tensors) or value (``index`` extents), from the input shapes by name.
+
+    Ops this module does not know (and what depends on them) get None.
+    """
     env: dict[SSAValue, object] = {}
     for op in module.body.block.ops:
-        for r, v in zip(op.results, _infer(op, env, inputs, sources or {})):
+        try:
+            found = _infer(op, env, inputs, sources or {})
+        except (KeyError, TypeError, IndexError):  # an operand of unknown shape: so is the result
+            found = [None] * len(op.results)
+        for r, v in zip(op.results, found):
             env[r] = v
     return env
 

@@ -389,6 +389,8 @@ class DemandCache:
             full_root = defining_value(qp.full, name)
             assert full_root is not None
             extents = shapes[full_root]
+            if not isinstance(extents, tuple):
+                raise FuseRuntimeError(f"cannot select axes of {name}: its shape is not known before the run")
             for (pos, sel), (_, iname, _) in zip(axes, qp.select_inputs):
                 run_arrays[iname] = _positions(name, own_names(root)[pos], sel, extents[pos])  # type: ignore[index]
         result = runner.execute(qp.lowered, run_arrays).exports[name]

@@ -34,7 +34,7 @@ import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 
-from fuse_mlir.diagnostics import FuseError, Loc
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frontend.lower import InputSpec, Lowered
 from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
@@ -164,8 +164,13 @@ class MonteCarlo:
         shapes = infer_shapes(lowered.module, {k: v.shape for k, v in arrays.items()}, lowered.sources)
         plan: list[tuple[int, list[tuple[str, int]], int]] = []
         for k, op in enumerate(ops):
-            ext = op_index_extents(op, shapes)
-            proj = [(p, ext[p]) for p in projected(op)]
+            try:
+                ext = op_index_extents(op, shapes)
+                proj = [(p, ext[p]) for p in projected(op)]
+            except (KeyError, TypeError) as e:
+                raise FuseRuntimeError(
+                    f"monte carlo projection: the extents of {op.name} are not known before the run"
+                ) from e
             count = math.prod(n for _, n in proj)
             if self.samples < count:
                 plan.append((k, proj, count))

@@ -161,7 +161,14 @@ def _nbytes(v: SSAValue, shape: object) -> int:
 
 
 def op_cost(op: Operation, shapes: Mapping[SSAValue, object]) -> tuple[int, int]:
-    """Estimated (FLOPs, bytes) of one te op given the shapes of its operands and results."""
+    """Estimated (FLOPs, bytes) of one te op given the shapes of its operands and results (0 where unknown)."""
+    try:
+        return _op_cost(op, shapes)
+    except (KeyError, TypeError, ValueError):  # an op whose shapes the inference does not know
+        return 0, 0
+
+
+def _op_cost(op: Operation, shapes: Mapping[SSAValue, object]) -> tuple[int, int]:
     moved = sum(_nbytes(v, shapes.get(v)) for v in (*op.operands, *op.results) if v in shapes)
     out = _size(shapes.get(op.results[0])) if op.results else 0
     if isinstance(op, te.ContractOp):
@@ -191,11 +198,19 @@ def build_trace(
     seconds: float,
     op_seconds: Mapping[Operation, float] | None = None,
     iterations: Mapping[str, int] | None = None,
+    group_extra: Mapping[str, Mapping[str, Any]] | None = None,
+    notes: list[str] | None = None,
 ) -> RunTrace:
-    """A trace of one run of ``module`` from its value shapes and, when measured, the time of each op."""
+    """A trace of one run of ``module`` from its value shapes and, when measured, the time of each op.
+
+    ``iterations`` and ``group_extra`` (by group name) come from modes that
+    iterate groups (fixpoint: iterations, convergence, temperatures); a
+    group's FLOPs and bytes count every iteration.
+    """
     groups = []
     for name, ops in segments(module):
         g = GroupTrace(name, iterations=(iterations or {}).get(name, 1), kernels=len(ops))
+        g.extra.update((group_extra or {}).get(name, {}))
         for op in ops:
             f, b = op_cost(op, shapes)
             g.flops += f
@@ -203,10 +218,12 @@ def build_trace(
             samples = op.attributes.get(SAMPLES_ATTR)
             if isinstance(samples, IntegerAttr):
                 g.extra["samples"] = samples.value.data
+        g.flops *= g.iterations  # the group's ops ran once per iteration
+        g.bytes *= g.iterations
         if op_seconds is not None:
             g.seconds = sum(op_seconds.get(op, 0.0) for op in ops)
         groups.append(g)
-    notes = []
+    notes = list(notes or [])
     if op_seconds is None:
         notes.append(
             "per-group time is measured by the reference backend with compile(profile=True); seconds is the whole call"
@@ -245,6 +262,8 @@ class LastRun:
     shapes: dict[SSAValue, object] | None = None
     op_seconds: dict[Operation, float] | None = None
     iterations: dict[str, int] | None = None
+    group_extra: dict[str, dict[str, Any]] | None = None
+    notes: list[str] | None = None
 
     def trace(self) -> RunTrace:
         shapes = self.shapes
@@ -258,6 +277,8 @@ class LastRun:
             seconds=self.seconds,
             op_seconds=self.op_seconds,
             iterations=self.iterations,
+            group_extra=self.group_extra,
+            notes=self.notes,
         )
 
 
