@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,10 @@ class Program:
         rtol: float = 1e-5,
         temperature: Mapping[str, Any] | None = None,
         semi_naive: bool = True,
+        projection: str = "exact",
+        samples: int | None = None,
+        seed: int | None = None,
+        profile: bool = False,
         **options: Any,
     ) -> Runner:
         """A runner for ``backend`` (``reference`` or ``llvm``); sinks write under ``out_root`` (default: cwd).
@@ -113,22 +118,31 @@ class Program:
         ``opt_level`` picks the target's named pipeline (0: no fusion or
         inplace; 2: the default). ``donate`` names inputs whose arrays the
         program may overwrite (as in JAX: don't read them after the call).
-        ``mode="fixpoint"`` iterates recursive groups to convergence (``max_iters``,
-        ``atol``, ``rtol``; boolean groups by semi-naive delta rules unless
-        ``semi_naive=False``); ``temperature`` maps tensors to schedules for
-        their ``sig(x)`` calls without T (docs/modes.md). ``options`` go to the
-        backend (for llvm: ``strict=True`` keeps IEEE evaluation order and libm
-        calls, ``cache=False`` skips the kernel cache).
+        ``mode`` is ``single``, ``fixpoint`` (iterate recursive groups to
+        convergence: ``max_iters``, ``atol``, ``rtol``; boolean groups by
+        semi-naive delta rules unless ``semi_naive=False``) or ``streaming``
+        (virtual time ``*t``: each call is one step); ``temperature`` maps
+        tensors to schedules for their ``sig(x)`` calls without T;
+        ``projection="monte_carlo"`` with ``samples`` and ``seed`` estimates
+        sum/mean/max projections from samples; ``profile=True`` times each
+        group where the backend allows (``runner.explain()``; all in
+        docs/modes.md). ``options`` go to the backend (for llvm:
+        ``strict=True`` keeps IEEE evaluation order and libm calls,
+        ``cache=False`` skips the kernel cache).
         """
         from fuse_mlir.backends import get_backend
         from fuse_mlir.fixpoint import lower_options
+        from fuse_mlir.modes import configure_runner
 
         defined = list(dict.fromkeys(eq.lhs.name for eq in self.resolved.equations))
         lowering = lower_options(defined, mode, max_iters, atol, rtol, temperature, semi_naive)
         donated = (donate,) if isinstance(donate, str) else tuple(donate)
         executor = get_backend(backend, opt_level=opt_level, donate=donated, **options)
         root = Path(out_root) if out_root is not None else Path.cwd()
-        runner = Runner(self, backend, root, executor, donate=frozenset(donated))
+        runner = configure_runner(
+            self, backend, root, executor, mode=mode, projection=projection, samples=samples, seed=seed, profile=profile
+        )
+        runner.donate = frozenset(donated)
         runner.options = lowering
         return runner
 
@@ -187,18 +201,41 @@ class Runner:
     options: LowerOptions | None = None
     last_run: RunInfo | None = None  # after each run: per recursive group iterations/convergence, temperatures
     _specs: dict[str, Any] | None = field(default=None, repr=False)
+    mode: str = "single"
+    profile: bool = False
+    rewrite: Any = field(default=None, repr=False)  # (lowered, arrays) -> (lowered, arrays): Monte Carlo projection
+    _last: Any = field(default=None, repr=False)  # modes.trace.LastRun of the latest run
+    _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         return self.run(inputs)
 
+    def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, **inputs: Any) -> np.ndarray:
+        """Evaluate only what tensor ``name`` depends on, optionally selecting positions of its axes.
+
+        ``select`` maps an axis (index name or position) to an int (the axis
+        goes) or a slice; ``inputs`` need only hold what ``name`` depends on.
+        Results are cached until an input changes (docs/modes.md, demand).
+        """
+        from fuse_mlir.modes.demand import DemandCache
+
+        if self._demand is None:
+            self._demand = DemandCache(self)
+        return self._demand.query(name, select or {}, inputs)
+
+    def clear_query_cache(self) -> None:
+        """Forget cached ``query`` results (needed only after changing a large input array in place)."""
+        if self._demand is not None:
+            self._demand.clear()
+
+    def explain(self, format: str = "text") -> Any:
+        """The trace of the latest run: per group iterations, time, kernels, FLOPs, bytes (text or json)."""
+        if self._last is None:
+            raise FuseRuntimeError("explain() describes the latest run: call the runner first")
+        return self._last.trace().render(format)
+
     def input_names(self) -> list[str]:
         return [s.name for s in self.program.lower(None, self.options).inputs]
-
-    def explain(self) -> str:
-        """What the last run did: per recursive group its iterations and convergence, and the T per iteration."""
-        if self.last_run is None:
-            return "not run yet"
-        return self.last_run.explain()
 
     def run(self, inputs: Mapping[str, Any] | None = None, *, write_sinks: bool = True) -> dict[str, np.ndarray]:
         """Validate ``inputs``, run the program, write its sinks, and return the exports by name."""
@@ -207,12 +244,45 @@ class Runner:
 
         arrays = self._validate(dict(inputs or {}))
         lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
-        result = self.executor(lowered, arrays)
-        self.last_run = collect_run(lowered, self.options or LowerOptions(), result.exports)
+        result = self.execute(lowered, arrays)
+        self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
+        if info.groups and self._last is not None:
+            self._last.iterations = {n: g.iterations for g in info.groups for n in (g.label, *g.names)}
+            self._last.group_extra = {
+                n: {"converged": g.converged, "max_iters": g.max_iters}
+                for g in info.groups
+                for n in (g.label, *g.names)
+            }
+            self._last.notes = info.explain().splitlines()
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)
         return result.exports
+
+    def execute(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> Any:
+        """Run one lowered module on validated arrays (after the mode's rewrite), recording it for explain()."""
+        from fuse_mlir.modes.trace import LastRun, run_profiled
+
+        if self.rewrite is not None:
+            lowered, arrays = self.rewrite(lowered, arrays)
+        shapes = op_seconds = None
+        t0 = time.perf_counter()
+        if self.profile and self.backend == "reference":
+            result, shapes, op_seconds = run_profiled(lowered.module, arrays, lowered.sources)
+        else:
+            result = self.executor(lowered, arrays)
+        seconds = time.perf_counter() - t0
+        self._last = LastRun(
+            lowered.module,
+            {k: v.shape for k, v in arrays.items()},
+            lowered.sources,
+            seconds,
+            self.backend,
+            self.mode,
+            shapes,
+            op_seconds,
+        )
+        return result
 
     def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
         specs = self._specs
@@ -228,24 +298,27 @@ class Runner:
         if missing:
             spec = specs[missing[0]]
             raise FuseRuntimeError(f"missing input{'s' * (len(missing) > 1)} {', '.join(missing)}", spec.loc)
-        out: dict[str, np.ndarray] = {}
-        for name, value in inputs.items():
-            arr = np.asarray(value)
-            if arr.dtype == np.bool_:
-                arr = arr.astype(np.int8)
-            if arr.dtype.kind not in _SUPPORTED_KINDS or arr.dtype.itemsize > 8:
-                raise FuseRuntimeError(f"input {name} has unsupported dtype {arr.dtype}", specs[name].loc)
-            rank = specs[name].rank
-            if arr.ndim != rank:
-                raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", specs[name].loc)
-            # Copy only what is not C-contiguous (np.array keeps 0-d arrays 0-d, unlike ascontiguousarray).
-            out[name] = arr if arr.flags.c_contiguous else np.array(arr, order="C")
+        out = {name: coerce_input(name, value, specs[name]) for name, value in inputs.items()}
         for name in self.donate & out.keys():
             # A donated buffer may be overwritten: never one the caller cannot write, nor one another input reads.
             arr = out[name]
             if not arr.flags.writeable or any(n != name and np.shares_memory(arr, other) for n, other in out.items()):
                 out[name] = arr.copy()
         return out
+
+
+def coerce_input(name: str, value: Any, spec: Any) -> np.ndarray:
+    """One input as a C-contiguous array of a supported dtype and the rank ``spec`` (an InputSpec) says."""
+    arr = np.asarray(value)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.int8)
+    if arr.dtype.kind not in _SUPPORTED_KINDS or arr.dtype.itemsize > 8:
+        raise FuseRuntimeError(f"input {name} has unsupported dtype {arr.dtype}", spec.loc)
+    rank = spec.rank
+    if arr.ndim != rank:
+        raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", spec.loc)
+    # Copy only what is not C-contiguous (np.array keeps 0-d arrays 0-d, unlike ascontiguousarray).
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
 
 
 def format_exports(exports: Mapping[str, np.ndarray]) -> str:

@@ -90,7 +90,10 @@ def test_chain_closure_iterations_and_report(backend):
     # Paths of length 1..n-1 need n-1 runs; one more run sees no change.
     (group,) = runner.last_run.groups
     assert (group.label, group.iterations, group.converged) == ("Anc", n, True)
-    assert runner.explain() == f"fixpoint Anc: {n} iterations, converged"
+    text = runner.explain()
+    assert f"note: fixpoint Anc: {n} iterations, converged" in text  # fixpoint's report, in the run trace
+    (group,) = [g for g in runner.explain("json")["groups"] if g["iterations"] == n]
+    assert group["extra"]["converged"] is True
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -1,6 +1,6 @@
 """The ``fuse`` command: run a `.fuse` program, or explain its equations.
 
-    fuse run prog.fuse --input W=w.npy --input X=x.json [--out y.npz] [--json]
+    fuse run prog.fuse --input W=w.npy --input X=x.json [--out y.npz] [--json] [--explain]
     fuse explain prog.fuse [--json]
     fuse --version
 
@@ -73,6 +73,11 @@ def build_parser() -> ArgumentParser:
         help="single: one pass, a cycle is an error; fixpoint: iterate recursive groups (docs/modes.md)",
     )
     run.add_argument("--max-iters", type=int, default=32, metavar="N", help="fixpoint mode's run limit (default: 32)")
+    run.add_argument(
+        "--explain",
+        action="store_true",
+        help="after the run, print its trace (per group: time, kernels, FLOPs, bytes) to stderr",
+    )
 
     explain = sub.add_parser("explain", help="show each equation's joined, projected and broadcast indices")
     explain.add_argument("program", help="the .fuse file ('-' reads stdin)")
@@ -160,9 +165,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         opt_level=int(args.opt_level),
         mode=args.mode,
         max_iters=args.max_iters,
+        profile=args.explain,
     )
     inputs = load_inputs(program, parse_input_args(args.input), runner)
     exports = runner.run(inputs)
+    if args.explain:
+        sys.stderr.write(f"{runner.explain('text')}\n")
     if args.out is not None:
         save_exports(exports, args.out)
     elif args.json:

@@ -73,7 +73,7 @@ class InputSpec:
     loc: Loc
 
 
-MODES = ("single", "fixpoint")
+MODES = ("single", "fixpoint", "streaming")
 
 
 @dataclass(frozen=True)
@@ -333,7 +333,7 @@ class Lowerer:
                 for item in ref.indices or ():
                     if isinstance(item, A.IndexName | A.IndexOffset) and item.time:
                         raise FuseError(
-                            f"virtual-time index *{item.name} needs streaming mode, which is not available yet "
+                            f"virtual-time index *{item.name} needs streaming mode: compile(mode='streaming') "
                             "(single-pass programs use ordinary indices)",
                             item.loc,
                         )

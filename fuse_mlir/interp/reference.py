@@ -83,20 +83,7 @@ class Interpreter:
         for op in ops:
             if isinstance(op, te.YieldOp):
                 return [self.get(v) for v in op.values]
-            handler = self.handlers.get(type(op))
-            if handler is None:
-                raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
-            try:
-                out = handler(self, op)
-            except ValueError as e:  # a NumPy kernel refused (e.g. max over an empty axis)
-                raise FuseRuntimeError(f"{op.name}: {e}", _loc(op)) from e
-            if out is None:
-                continue
-            if isinstance(out, tuple):
-                for r, v in zip(op.results, out):
-                    self.env[r] = v
-            else:
-                self.env[op.results[0]] = out
+            self.step(op)
         return []
 
     def fixpoint(self, op: te.FixpointOp) -> tuple:
@@ -116,6 +103,23 @@ class Interpreter:
             current = nxt
             runs += 1
         return (*current, np.array(runs, dtype=np.int64), np.array(int(converged), dtype=np.int8))
+
+    def step(self, op: Operation) -> None:
+        """Run one op and bind its results (a hook for subclasses that observe each op, e.g. the run trace)."""
+        handler = self.handlers.get(type(op))
+        if handler is None:
+            raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
+        try:
+            out = handler(self, op)
+        except ValueError as e:  # a NumPy kernel refused (e.g. max over an empty axis)
+            raise FuseRuntimeError(f"{op.name}: {e}", _loc(op)) from e
+        if out is None:
+            return
+        if isinstance(out, tuple):
+            for r, v in zip(op.results, out):
+                self.env[r] = v
+        else:
+            self.env[op.results[0]] = out
 
     def get(self, v: SSAValue) -> Any:
         return self.env[v]

@@ -1,0 +1,183 @@
+"""Shape inference for tensor_eq modules: every value's concrete shape from the input shapes, without computing.
+
+The module's extents are symbolic (``?``); at run time the caller knows the
+input shapes, and every other extent follows from them by the same rules the
+reference interpreter applies (index extents by name, slices, gathers,
+broadcast extents from ``index`` SSA values). Modes that must size something
+before a run (Monte Carlo sample tables, demand selections, static FLOP and
+byte estimates for the run trace) ask this module instead of running the
+program. It assumes the module's ``te.check_dim`` assertions hold (the run
+checks them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from fuse_mlir.dialects import tensor_eq as te
+
+Shape = tuple[int, ...]
+
+
+def extents_by_name(pairs: Sequence[tuple[Sequence[str], Shape]]) -> dict[str, int]:
+    """Extents by index name from (names, shape) pairs; size-1 (broadcast) and unknown (-1) extents yield."""
+    ext: dict[str, int] = {}
+    for names, shape in pairs:
+        for n, s in zip(names, shape):
+            if n not in ext or ext[n] in (1, -1):
+                ext[n] = s
+    return ext
+
+
+def access_extents(op: te.AccessOp, src: Shape, gathers: Sequence[Shape]) -> dict[str, int]:
+    """The extent of every index an access produces, given its source and gather operand shapes."""
+    ext: dict[str, int] = {}
+    for k, a in enumerate(te.names_of(op.axes)):
+        if a.startswith("s:"):
+            spec, text = a[2:].split("@", 1)
+            parts = [int(x) if x else None for x in spec.split(":")]
+            ext.setdefault(text, len(range(src[k])[slice(*parts)]))
+        elif a.startswith(("#", "$")):
+            continue
+        elif "+" in a or (a.count("-") and a.rsplit("-", 1)[1].isdigit()):
+            continue
+        else:
+            ext.setdefault(a, src[k])
+    for names, shape in zip(te.names_of_each(op.gather_indices), gathers):
+        for n, s in zip(names, shape):
+            ext.setdefault(n, s)
+    for k, a in enumerate(te.names_of(op.axes)):
+        if "+" in a or (a.count("-") and a.rsplit("-", 1)[1].isdigit()):
+            sep = "+" if "+" in a else "-"
+            ext.setdefault(a.rsplit(sep, 1)[0], src[k])
+    return ext
+
+
+def op_index_extents(op: Operation, shapes: Mapping[SSAValue, object]) -> dict[str, int]:
+    """The extent of every index name an op iterates over (operands' and result's), from known shapes."""
+    if isinstance(op, te.AccessOp):
+        return access_extents(op, shapes[op.source], [shapes[g] for g in op.gathers])  # type: ignore[arg-type]
+    attr = op.attributes.get("operand_indices")
+    pairs: list[tuple[Sequence[str], Shape]] = []
+    if attr is not None:
+        pairs = [(ns, shapes[v]) for v, ns in zip(op.operands, te.names_of_each(attr))]  # type: ignore[arg-type]
+    out = op.attributes.get("indices")
+    if out is not None and op.results and op.results[0] in shapes:
+        pairs.append((te.names_of(out), shapes[op.results[0]]))  # type: ignore[arg-type]
+    return extents_by_name(pairs)
+
+
+def infer_shapes(
+    module: ModuleOp, inputs: Mapping[str, Shape], sources: Mapping[str, np.ndarray] | None = None
+) -> dict[SSAValue, object]:
+    """Every SSA value's shape (tensors) or value (``index`` extents), from the input shapes by name.
+
+    Ops this module does not know (and what depends on them) get None.
+    """
+    env: dict[SSAValue, object] = {}
+    for op in module.body.block.ops:
+        try:
+            found = _infer(op, env, inputs, sources or {})
+        except (KeyError, TypeError, IndexError):  # an operand of unknown shape: so is the result
+            found = [None] * len(op.results)
+        for r, v in zip(op.results, found):
+            env[r] = v
+    return env
+
+
+def _infer(
+    op: Operation, env: dict[SSAValue, object], inputs: Mapping[str, Shape], sources: Mapping[str, np.ndarray]
+) -> list[object]:
+    def shape(v: SSAValue) -> Shape:
+        return env[v]  # type: ignore[return-value]
+
+    def out_from(names_each: Sequence[Sequence[str]], values: Sequence[SSAValue], out: Sequence[str]) -> Shape:
+        ext = extents_by_name([(ns, shape(v)) for v, ns in zip(values, names_each)])
+        return tuple(ext[n] for n in out)
+
+    match op:
+        case te.InputOp():
+            return [tuple(inputs[op.tensor_name.data])]
+        case te.SourceOp():
+            return [tuple(sources[op.tensor_name.data].shape)]
+        case te.ConstantOp():
+            return [tuple(op.value.type.get_shape())]  # type: ignore[attr-defined]
+        case arith.ConstantOp():
+            return [int(op.value.value.data)]  # type: ignore[attr-defined]
+        case arith.AddiOp():
+            return [env[op.lhs] + env[op.rhs]]  # type: ignore[operator]
+        case arith.MuliOp():
+            return [env[op.lhs] * env[op.rhs]]  # type: ignore[operator]
+        case te.DimOp():
+            return [shape(op.source)[op.axis.value.data]]
+        case te.SliceLenOp():
+            return [len(range(env[op.extent])[slice(*op.bounds())])]  # type: ignore[call-overload]
+        case te.AccessOp():
+            ext = access_extents(op, shape(op.source), [shape(g) for g in op.gathers])
+            return [tuple(ext[n] for n in te.names_of(op.indices))]
+        case te.ContractOp() | te.MapOp() | te.AxisOp() | te.ReduceOp():
+            each = te.names_of_each(op.operand_indices)
+            return [out_from(each, list(op.operands), te.names_of(op.indices))]
+        case te.BroadcastOp():
+            src = te.names_of_each(op.operand_indices)[0]
+            extents = iter(env[e] for e in op.extents)
+            s = shape(op.input)
+            return [tuple(s[src.index(n)] if n in src else next(extents) for n in te.names_of(op.indices))]
+        case te.ConcatOp():
+            out = te.names_of(op.indices)
+            axis = op.axis.data
+            total = 0
+            pairs = []
+            for v, ns, part in zip(op.inputs, te.names_of_each(op.operand_indices), te.names_of(op.operand_axes)):
+                total += shape(v)[list(ns).index(part)]
+                pairs.append(([n for n in ns if n != part], tuple(s for n, s in zip(ns, shape(v)) if n != part)))
+            ext = extents_by_name(pairs)
+            return [tuple(total if n == axis else ext[n] for n in out)]
+        case te.FlattenOp():
+            s = shape(op.input)
+            return [(*s[:-2], s[-2] * s[-1])]
+        case te.GenerateOp():
+            ext = [env[e] for e in op.extents]
+            return [tuple(ext)]  # type: ignore[arg-type]
+        case te.PlaceOp():
+            names = te.names_of_each(op.operand_indices)[0]
+            extents = iter(env[e] for e in op.extents)
+            s = shape(op.input)
+            return [
+                tuple(
+                    next(extents) if p >= 0 else s[names.index(n)]  # type: ignore[misc]
+                    for n, p in zip(te.names_of(op.indices), op.position_list())
+                )
+            ]
+        case te.BlockOp():
+            return _block_shapes(op, shape)
+        case te.GroupOp():
+            return [np.broadcast_shapes(*[shape(v) for v in op.inputs])]
+        case te.CastOp():
+            return [shape(op.input)]
+    return [None] * len(op.results)
+
+
+def _block_shapes(op: te.BlockOp, shape) -> list[object]:
+    names = te.names_of_each(op.operand_indices)
+    roles = te.params_of(op.roles)
+    params = te.params_of(op.params)
+    x = shape(op.inputs[0])
+    if op.fn.data == "attention":
+        q, k, v = (shape(a) for a in op.inputs[:3])
+        qn, kn, vn = names[:3]
+        batch = list(qn[:-2])
+        ext = extents_by_name([(qn, q), (kn, k), (vn, v)])
+        out = tuple(ext[n] for n in batch) + (ext[roles["query"]], ext[roles["value"]])  # type: ignore[index]
+        return [out]
+    if op.fn.data == "topk":
+        ax = list(names[0]).index(roles["axis"])  # type: ignore[arg-type]
+        s = list(x)
+        s[ax] = min(int(params["k"]), s[ax])  # type: ignore[call-overload]
+        return [tuple(s), tuple(s)]
+    return [x]

@@ -1,0 +1,334 @@
+"""Streaming mode: virtual time ``*t`` (LANGUAGE.md §5); each runner call computes one time step.
+
+``H[i,*t+1] = relu(W[i,j] H[j,*t] + U[i,k] X[k,*t+1])`` defines H one step at
+a time. Within an equation, a reference's *lag* is the left-hand side's time
+offset minus its own (``H[j,*t]`` above has lag 1: the previous step's H;
+``X[k,*t+1]`` lag 0: this step's X). The program is rewritten once into an
+ordinary per-step program: the time axis is dropped from every reference, a
+lag-0 reference names the tensor itself, and a reference with lag d > 0
+names the extra input ``H[t-d]``, which the runner fills from a ring buffer
+holding the last ``window = max lag`` values of each tensor. Because the step
+program is an ordinary tensor_eq module, every backend runs it unchanged.
+
+A call passes the per-step inputs: tensors indexed by ``*t`` but defined by
+no equation are given one step at a time (without their time axis), the
+others whole. The first steps' history comes from ``runner.reset(H=...)``
+(or ``H=...`` in a call): one value of the per-step shape for window 1, or
+a stack of ``window`` values (oldest first) with a leading axis. History never
+given is zero (the zero-fill of offsets at the start of an axis); for a
+computed tensor its per-step shape must then follow from the other inputs
+through the program's extent checks, else the call says which initial value
+is missing. A call returns the exports of this step.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith
+
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
+from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.frontend import ast as A
+from fuse_mlir.frontend.lower import tensor_refs
+from fuse_mlir.frontend.resolve import Resolved
+from fuse_mlir.program import Program, Runner
+
+
+def state_name(name: str, lag: int) -> str:
+    """The step program's input holding ``name`` from ``lag`` steps back."""
+    return f"{name}[t-{lag}]"
+
+
+def _time_item(ref: A.TensorRef) -> tuple[int, A.IndexName | A.IndexOffset] | None:
+    found = None
+    for k, item in enumerate(ref.indices or ()):
+        if isinstance(item, A.IndexName | A.IndexOffset) and item.time:
+            if found is not None:
+                raise FuseError(f"{ref.name} has two virtual-time indices; one is allowed", item.loc)
+            found = (k, item)
+    return found
+
+
+def _offset(item: A.IndexName | A.IndexOffset) -> int:
+    return item.offset if isinstance(item, A.IndexOffset) else 0
+
+
+@dataclass
+class StreamPlan:
+    """The per-step program and what the runner must keep between steps."""
+
+    resolved: Resolved
+    time_axis: dict[str, int]  # tensor -> position of its time axis in the source program
+    window: dict[str, int]  # tensor -> how many past values the step program reads
+    defined: set[str]  # time tensors computed by equations (others are per-step inputs)
+    user_exports: list[str] | None  # the program's own export list (None: every group)
+
+
+def plan(resolved: Resolved) -> StreamPlan:
+    """Rewrite a resolved program with ``*t`` indices into its per-step program (FuseError if it is not one)."""
+    time_axis: dict[str, tuple[int, Loc]] = {}
+    uses: dict[str, Loc] = {}
+    window: dict[str, int] = {}
+    defined = {eq.lhs.name for eq in resolved.equations}
+
+    def note_axis(ref: A.TensorRef, k: int) -> None:
+        if ref.name in time_axis and time_axis[ref.name][0] != k:
+            raise FuseError(
+                f"{ref.name} has its virtual-time index at position {k} here but {time_axis[ref.name][0]} elsewhere",
+                ref.loc,
+                [("first here", time_axis[ref.name][1])],
+            )
+        time_axis.setdefault(ref.name, (k, ref.loc))
+
+    lhs_offsets: dict[str, tuple[int, Loc]] = {}
+    rewritten: list[A.Equation] = []
+    for eq in resolved.equations:
+        lt = _time_item(eq.lhs)
+        refs = tensor_refs(eq.rhs) + (tensor_refs(eq.guard) if eq.guard is not None else [])
+        timed = [(r, _time_item(r)) for r in refs]
+        if lt is None:
+            for r, t in timed:
+                if t is not None:
+                    raise FuseError(
+                        f"{eq.lhs.name} reads virtual time ({r.name}[..*{t[1].name}..]) but its left-hand side has no "
+                        f"time index; write {eq.lhs.name}[..., *{t[1].name}]",
+                        t[1].loc,
+                    )
+                uses.setdefault(r.name, r.loc)
+            rewritten.append(eq)
+            continue
+        k, litem = lt
+        note_axis(eq.lhs, k)
+        off = _offset(litem)
+        prev = lhs_offsets.setdefault(eq.lhs.name, (off, eq.loc))
+        if prev[0] != off:
+            raise FuseError(
+                f"the equations of {eq.lhs.name} define different time steps (*{litem.name}{off:+d} here)",
+                eq.loc,
+                [("and here", prev[1])],
+            )
+        lags: dict[int, int] = {}
+        for r, t in timed:
+            if t is None:
+                uses.setdefault(r.name, r.loc)
+                continue
+            rk, item = t
+            if item.name != litem.name:
+                raise FuseError(
+                    f"virtual time *{item.name} differs from the left-hand side's *{litem.name}; one clock per equation",
+                    item.loc,
+                )
+            note_axis(r, rk)
+            lag = off - _offset(item)
+            if lag < 0:
+                raise FuseError(
+                    f"{r.name} is read {-lag} step{'s' * (-lag > 1)} ahead of the step {eq.lhs.name} defines; "
+                    "streaming reads only the present and the past",
+                    item.loc,
+                )
+            lags[id(r)] = lag
+            if lag:
+                window[r.name] = max(window.get(r.name, 0), lag)
+        rewritten.append(
+            dataclasses.replace(
+                eq,
+                lhs=_drop_time(eq.lhs, None),
+                rhs=_rewrite(eq.rhs, lags),
+                guard=_rewrite(eq.guard, lags) if eq.guard is not None else None,
+            )
+        )
+    for name, loc in uses.items():
+        if name in time_axis:
+            raise FuseError(f"{name} is indexed by virtual time elsewhere but used without it here", loc)
+    for sink in resolved.sinks:
+        for r in tensor_refs(sink.rhs):
+            if _time_item(r) is not None:
+                raise FuseError("a sink writes the current step: drop the virtual-time index from it", r.loc)
+    exports = list(resolved.exports)
+    user_exports = [n for n, _ in exports] if exports else None
+    if exports:
+        have = {n for n, _ in exports}
+        exports += [(n, resolved.equations[0].loc) for n in window if n in defined and n not in have]
+    step = dataclasses.replace(resolved, equations=rewritten, exports=exports)
+    return StreamPlan(step, {n: k for n, (k, _) in time_axis.items()}, window, defined & set(time_axis), user_exports)
+
+
+def _drop_time(ref: A.TensorRef, lag: int | None) -> A.TensorRef:
+    items = tuple(i for i in ref.indices or () if not (isinstance(i, A.IndexName | A.IndexOffset) and i.time))
+    name = state_name(ref.name, lag) if lag else ref.name
+    return dataclasses.replace(ref, name=name, indices=items)
+
+
+def _rewrite(x: Any, lags: Mapping[int, int]) -> Any:
+    """A copy of an expression with time indices dropped and lagged references renamed to their state inputs."""
+    if isinstance(x, A.TensorRef):
+        out = _drop_time(x, lags.get(id(x))) if id(x) in lags else x
+        items = tuple(
+            dataclasses.replace(i, expr=_rewrite(i.expr, lags)) if isinstance(i, A.IndexTensor) else i
+            for i in out.indices or ()
+        )
+        return dataclasses.replace(out, indices=items) if out.indices is not None else out
+    if isinstance(x, tuple):
+        return tuple(_rewrite(y, lags) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        changes = {}
+        for f in dataclasses.fields(x):
+            v = getattr(x, f.name)
+            if isinstance(v, tuple) or (dataclasses.is_dataclass(v) and not isinstance(v, type)):
+                nv = _rewrite(v, lags)
+                if nv is not v:
+                    changes[f.name] = nv
+        return dataclasses.replace(x, **changes) if changes else x
+    return x
+
+
+def _state_shape(step: Program, arrays: Mapping[str, np.ndarray], name: str) -> tuple[int, ...] | None:
+    """The per-step shape of state input ``name`` implied by the extent checks against the given inputs."""
+    lowered = step.lower({k: v.dtype for k, v in arrays.items()})
+    env: dict[Any, Any] = {}
+    rank = next((s.rank for s in lowered.inputs if s.name == name), None)
+    if rank is None:
+        return None
+    found: dict[int, int] = {}
+    for op in lowered.module.body.block.ops:
+        if isinstance(op, te.InputOp):
+            n = op.tensor_name.data
+            env[op.result] = ("state",) if n == name else (arrays[n].shape if n in arrays else None)
+        elif isinstance(op, te.SourceOp):
+            env[op.result] = lowered.sources[op.tensor_name.data].shape
+        elif isinstance(op, te.DimOp):
+            s = env.get(op.source)
+            k = op.axis.value.data
+            env[op.result] = ("axis", k) if s == ("state",) else (s[k] if isinstance(s, tuple) else None)
+        elif isinstance(op, arith.ConstantOp):
+            env[op.result] = int(op.value.value.data)  # type: ignore[attr-defined]
+        elif isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq":
+            a, b = env.get(op.lhs), env.get(op.rhs)
+            for x, y in ((a, b), (b, a)):
+                if isinstance(x, tuple) and x[0] == "axis" and isinstance(y, int):
+                    found.setdefault(x[1], y)
+    if len(found) != rank:
+        return None
+    return tuple(found[k] for k in range(rank))
+
+
+@dataclass
+class StreamingRunner(Runner):
+    """A runner whose calls advance virtual time one step, keeping each tensor's window of past values."""
+
+    plan: StreamPlan | None = field(default=None, repr=False)
+    step_runner: Runner | None = field(default=None, repr=False)
+    history: dict[str, deque] = field(default_factory=dict, repr=False)
+    time: int = 0
+
+    @classmethod
+    def create(
+        cls, program: Program, backend: str, out_root: Path, executor: Any, *, rewrite: Any, profile: bool
+    ) -> StreamingRunner:
+        p = plan(program.resolved)
+        step = copy.copy(program)
+        step.resolved = p.resolved
+        step._lowered = {}
+        inner = Runner(step, backend, out_root, executor, mode="streaming", profile=profile, rewrite=rewrite)
+        runner = cls(program, backend, out_root, executor, mode="streaming", profile=profile, plan=p)
+        runner.step_runner = inner
+        runner.reset()
+        return runner
+
+    def input_names(self) -> list[str]:
+        assert self.plan is not None and self.step_runner is not None
+        state = {state_name(n, d) for n, w in self.plan.window.items() for d in range(1, w + 1)}
+        return [n for n in self.step_runner.input_names() if n not in state]
+
+    def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, **inputs: Any) -> np.ndarray:
+        """Demand queries evaluate a whole program once; a step depends on the runner's history, so none here."""
+        raise FuseRuntimeError("query() is not available in streaming mode: call the runner to advance a step")
+
+    def reset(self, **initial: Any) -> None:
+        """Restart at time 0; ``initial`` gives the history (window) of tensors read from earlier steps."""
+        assert self.plan is not None
+        self.time = 0
+        self.history = {n: deque(maxlen=w) for n, w in self.plan.window.items()}
+        self._set_history(initial)
+
+    def _set_history(self, initial: Mapping[str, Any]) -> None:
+        assert self.plan is not None
+        for name, value in initial.items():
+            w = self.plan.window.get(name)
+            if w is None:
+                raise FuseRuntimeError(
+                    f"{name} is not read from an earlier step, so it takes no initial value "
+                    f"(tensors with history: {', '.join(sorted(self.plan.window)) or 'none'})"
+                )
+            arr = np.asarray(value)
+            rank = self._step_rank(name)
+            if rank is not None and arr.ndim == rank + 1:
+                if arr.shape[0] != w:
+                    raise FuseRuntimeError(f"initial {name} stacks {arr.shape[0]} steps but its window is {w}")
+                values = list(arr)
+            elif rank is None or arr.ndim == rank:
+                values = [arr] * w if w == 1 else [np.zeros_like(arr)] * (w - 1) + [arr]
+            else:
+                raise FuseRuntimeError(
+                    f"initial {name} must have rank {rank} (one step) or {rank + 1} (a stack of {w}) "
+                    f"but has shape {arr.shape}"
+                )
+            self.history[name] = deque(values, maxlen=w)
+
+    def _step_rank(self, name: str) -> int | None:
+        assert self.step_runner is not None
+        spec = next((s for s in self.step_runner.program.lower().inputs if s.name == state_name(name, 1)), None)
+        return spec.rank if spec is not None else None
+
+    def run(self, inputs: Mapping[str, Any] | None = None, *, write_sinks: bool = True) -> dict[str, np.ndarray]:
+        """Compute the next time step from this step's inputs and the kept history; returns its exports."""
+        assert self.plan is not None and self.step_runner is not None
+        given = dict(inputs or {})
+        initial = {k: given.pop(k) for k in list(given) if k in self.plan.defined}
+        if initial:
+            self._set_history(initial)
+        # A time input read only from earlier steps is history, not an input of this step's program.
+        step_inputs = set(self.step_runner.input_names())
+        arrays = {k: v for k, v in given.items() if k in step_inputs or k not in self.plan.window}
+        for name, w in self.plan.window.items():
+            past = self.history[name]
+            for d in range(1, w + 1):
+                if len(past) >= d:
+                    arrays[state_name(name, d)] = past[-d]
+                else:
+                    arrays[state_name(name, d)] = self._zeros(name, given)
+        out = self.step_runner.run(arrays, write_sinks=write_sinks)
+        self._last = self.step_runner._last
+        for name in self.plan.window:
+            value = given[name] if name not in self.plan.defined else out[name]
+            self.history[name].append(np.array(value))
+        self.time += 1
+        if self.plan.user_exports is not None:
+            return {n: out[n] for n in self.plan.user_exports}
+        return out
+
+    def _zeros(self, name: str, given: Mapping[str, Any]) -> np.ndarray:
+        """Zero history for ``name`` (before its first step), shaped like this step's value."""
+        assert self.step_runner is not None and self.plan is not None
+        if name not in self.plan.defined:
+            if name not in given:
+                raise FuseRuntimeError(f"missing input {name} (this step's value)")
+            return np.zeros_like(np.asarray(given[name]))
+        arrays = {k: np.asarray(v) for k, v in given.items()}
+        shape = _state_shape(self.step_runner.program, arrays, state_name(name, 1))
+        if shape is None:
+            raise FuseRuntimeError(
+                f"{name} is read from step t-1 before any step computed it: give its initial value with "
+                f"runner.reset({name}=...) or {name}=... in the first call"
+            )
+        dtype = self.step_runner.program.lower({k: v.dtype for k, v in arrays.items()})
+        spec = next(s for s in dtype.inputs if s.name == state_name(name, 1))
+        return np.zeros(shape, dtype=spec.dtype)

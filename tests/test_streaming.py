@@ -1,0 +1,144 @@
+"""Streaming mode (``*t`` virtual time): each call is one step; a ring buffer keeps the window the lags need."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
+from fuse_mlir.program import Program
+
+BACKENDS = ["reference", "llvm"]
+
+RNN = """
+H[i,*t+1] = tanh(W[i,j] H[j,*t] + U[i,k] X[k,*t+1] + Bh[i])
+Y[o,*t+1] = V[o,i] H[i,*t+1]
+export H, Y
+"""
+
+
+def unrolled(steps: int) -> str:
+    """The same RNN written out over ``steps`` steps as an ordinary single-mode program."""
+    lines = []
+    for t in range(steps):
+        lines.append(f"H{t + 1}[i] = tanh(W[i,j] H{t}[j] + U[i,k] X{t}[k] + Bh[i])")
+        lines.append(f"Y{t + 1}[o] = V[o,i] H{t + 1}[i]")
+    exports = ", ".join(f"H{t + 1}, Y{t + 1}" for t in range(steps))
+    return "\n".join(lines) + f"\nexport {exports}\n"
+
+
+def rnn_data(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "W": rng.normal(size=(5, 5)) * 0.4,
+        "U": rng.normal(size=(5, 3)),
+        "Bh": rng.normal(size=5),
+        "V": rng.normal(size=(2, 5)),
+        "X": rng.normal(size=(10, 3)),
+        "H0": rng.normal(size=5),
+    }
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rnn_ten_steps_equals_unrolled_program(backend):
+    d = rnn_data()
+    params = {k: d[k] for k in ("W", "U", "Bh", "V")}
+    want = Program(unrolled(10)).compile(backend)(H0=d["H0"], **params, **{f"X{t}": d["X"][t] for t in range(10)})
+    run = Program(RNN).compile(backend, mode="streaming")
+    run.reset(H=d["H0"])
+    for t in range(10):
+        out = run(X=d["X"][t], **params)
+        np.testing.assert_allclose(out["H"], want[f"H{t + 1}"], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(out["Y"], want[f"Y{t + 1}"], rtol=1e-12, atol=1e-12)
+    assert run.time == 10
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_window_of_two_and_lagged_input(backend):
+    # A second-order recurrence reading two steps back, and an input read one step late.
+    src = "F[i,*t] = A[i] F[i,*t-1] + B[i] F[i,*t-2] + X[i,*t-1]\nexport F"
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=3), rng.normal(size=3)
+    xs = rng.normal(size=(6, 3))
+    f1, f2 = rng.normal(size=3), rng.normal(size=3)  # F at t-2, t-1
+    run = Program(src).compile(backend, mode="streaming")
+    run.reset(F=np.stack([f1, f2]))
+    prev2, prev1, xprev = f1, f2, np.zeros(3)
+    for t in range(6):
+        got = run(A=a, B=b, X=xs[t])["F"]
+        want = a * prev1 + b * prev2 + xprev
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        prev2, prev1, xprev = prev1, want, xs[t]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_history_defaults_to_zero_when_its_shape_follows_from_the_inputs(backend):
+    run = Program(RNN).compile(backend, mode="streaming")
+    d = rnn_data()
+    params = {k: d[k] for k in ("W", "U", "Bh", "V")}
+    out = run(X=d["X"][0], **params)
+    np.testing.assert_allclose(out["H"], np.tanh(d["U"] @ d["X"][0] + d["Bh"]), rtol=1e-12)
+    # Giving the state in a call sets it (like reset for that tensor, without restarting time).
+    out = run(X=d["X"][1], H=np.zeros(5), **params)
+    np.testing.assert_allclose(out["H"], np.tanh(d["U"] @ d["X"][1] + d["Bh"]), rtol=1e-12)
+    assert run.time == 2
+    run.reset()
+    assert run.time == 0
+
+
+def test_missing_initial_state_is_a_clear_error():
+    # H's extent comes from nothing but H itself: the first step cannot size a zero history.
+    run = Program("H[i,*t+1] = relu(H[i,*t]) + 1.0\nexport H").compile("reference", mode="streaming")
+    with pytest.raises(FuseRuntimeError, match=r"reset\(H=...\)"):
+        run()
+    run.reset(H=np.array([-1.0, 2.0]))
+    np.testing.assert_array_equal(run()["H"], [1.0, 3.0])
+    np.testing.assert_array_equal(run()["H"], [2.0, 4.0])
+
+
+def test_only_the_user_exports_are_returned():
+    src = "H[i,*t+1] = H[i,*t] + X[i,*t+1]\nS[*t+1] = H[i,*t+1]\nexport S"
+    run = Program(src).compile("reference", mode="streaming")
+    run.reset(H=np.zeros(2))
+    assert set(run(X=np.ones(2))) == {"S"}
+    assert float(run(X=np.ones(2))["S"]) == 4.0
+    assert run.input_names() == ["X"]
+
+
+@pytest.mark.parametrize(
+    ("src", "match"),
+    [
+        ("H[i,*t] = H[i,*t+1]", "ahead"),
+        ("Y[i] = X[i,*t]", "no time index"),
+        ("H[i,*t] = X[i,*t]\nY[i,*t] = H[*t,i]", "position"),
+        ("H[i,*t] = X[i,*s]", "one clock"),
+        ("H[i,*t] = X[i,*t]\nH[i,*t+1] += X[i,*t]", "different time steps"),
+        ("H[i,*t] = X[i,*t]\nY[i] = H[i]", "without it"),
+    ],
+)
+def test_bad_streaming_programs(src, match):
+    with pytest.raises(FuseError, match=match):
+        Program(src).compile("reference", mode="streaming")
+
+
+def test_bad_initial_values():
+    run = Program(RNN).compile("reference", mode="streaming")
+    with pytest.raises(FuseRuntimeError, match="no initial value"):
+        run.reset(Y=np.zeros(2))
+    with pytest.raises(FuseRuntimeError, match="rank 1"):
+        run.reset(H=np.zeros((2, 2, 2)))
+    with pytest.raises(FuseRuntimeError, match="window is 1"):
+        run.reset(H=np.zeros((3, 5)))
+
+
+def test_single_mode_points_to_streaming_and_unknown_modes_are_errors():
+    with pytest.raises(FuseError, match="mode='streaming'"):
+        Program(RNN).compile("reference")(W=np.ones((1, 1)))
+    with pytest.raises(FuseError, match="unknown mode"):
+        Program("Y[i] = X[i]").compile("reference", mode="bogus")
+
+
+def test_streaming_runner_has_no_demand_queries():
+    run = Program(RNN).compile("reference", mode="streaming")
+    with pytest.raises(FuseRuntimeError, match="not available in streaming mode"):
+        run.query("H", {})
