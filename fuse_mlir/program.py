@@ -87,7 +87,10 @@ class Program:
         """A runner for ``backend`` (``reference`` or ``llvm``); sinks write under ``out_root`` (default: cwd).
 
         ``options`` go to the backend (for llvm: ``strict=True`` keeps IEEE
-        evaluation order and libm calls, ``cache=False`` skips the kernel cache).
+        evaluation order and libm calls, ``cache=False`` skips the in-memory and
+        disk kernel caches, ``reuse_outputs=True`` returns results in buffers the
+        next call overwrites, ``donate=["x"]`` lets the program overwrite input
+        ``x``'s array; docs/runtime.md).
         """
         from fuse_mlir.backends import get_backend
 
@@ -139,36 +142,96 @@ _SUPPORTED_KINDS = "biuf"
 
 @dataclass
 class Runner:
-    """A compiled program: call it with the inputs as keyword arguments; returns the exports."""
+    """A compiled program: call it with the inputs as keyword arguments; returns the exports.
+
+    ``runner(X=x, out={"Y": y})`` writes export ``Y`` into the caller's array
+    ``y`` (checked: an export, writeable, C-contiguous, its dtype and shape, no
+    overlap with an input) and returns it as ``Y``; a program with an input
+    named ``out`` takes its buffers through ``run(inputs, out=...)``.
+
+    A signature (input names, dtypes and ranks) that ran once takes a direct
+    path on later calls when the backend offers one (``executor.bind``): the
+    name and dtype checks it passed are not redone; the backend still checks
+    every array.
+    """
 
     program: Program
     backend: str
     out_root: Path
     executor: Any = None
     _specs: dict[str, Any] | None = field(default=None, repr=False)
+    _fast: dict[tuple, Any] = field(default_factory=dict, repr=False)
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
-        return self.run(inputs)
+        out = None
+        if "out" in inputs and "out" not in self._input_specs():
+            out = inputs.pop("out")
+        try:
+            fast = self._fast[tuple([(k, v.dtype, v.ndim) for k, v in inputs.items()])]
+        except (AttributeError, KeyError, TypeError):
+            return self.run(inputs, out=out)
+        return fast(inputs, out)
 
     def input_names(self) -> list[str]:
         return [s.name for s in self.program.lower().inputs]
 
-    def run(self, inputs: Mapping[str, Any] | None = None, *, write_sinks: bool = True) -> dict[str, np.ndarray]:
-        """Validate ``inputs``, run the program, write its sinks, and return the exports by name."""
+    def run(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        write_sinks: bool = True,
+        out: Mapping[str, Any] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Validate ``inputs``, run the program, write its sinks, and return the exports by name.
+
+        ``out`` maps export names to caller arrays that receive them (see the class docstring).
+        """
         from fuse_mlir.io.sinks import write_sink
 
-        arrays = self._validate(dict(inputs or {}))
+        given = dict(inputs or {})
+        arrays = self._validate(given)
         lowered = self.program.lower({k: v.dtype for k, v in arrays.items()})
-        result = self.executor(lowered, arrays)
+        if out is not None and not getattr(self.executor, "supports_out", False):
+            result = self._run_then_fill(lowered, arrays, out)
+        elif out is not None:
+            result = self.executor(lowered, arrays, out=out)
+        else:
+            result = self.executor(lowered, arrays)
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)
+        self._remember(given, lowered)
         return result.exports
 
-    def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _run_then_fill(self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any]) -> Any:
+        """``out`` for a backend that allocates its own results: check, run, copy in."""
+        from fuse_mlir.backends.outputs import check_out, fill_out
+
+        checked = check_out(out, dict.fromkeys(lowered.exports), arrays.values())
+        result = self.executor(lowered, arrays)
+        for name, buf in checked.items():
+            result.exports[name] = fill_out(buf, result.exports[name], name)
+        return result
+
+    def _remember(self, given: dict[str, Any], lowered: Lowered) -> None:
+        """Offer later calls with this signature the backend's direct path (plain arrays of native dtypes only)."""
+        bind = getattr(self.executor, "bind", None)
+        if bind is None or not all(type(v) is np.ndarray and v.dtype.kind in "iuf" for v in given.values()):
+            return
+        key = tuple([(k, v.dtype, v.ndim) for k, v in given.items()])
+        if key not in self._fast:
+            fast = bind(lowered)
+            if fast is not None:
+                self._fast[key] = fast
+
+    def _input_specs(self) -> dict[str, Any]:
         specs = self._specs
         if specs is None:
             specs = self._specs = {s.name: s for s in self.program.lower().inputs}
+        return specs
+
+    def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        specs = self._input_specs()
         unknown = sorted(set(inputs) - set(specs))
         if unknown:
             raise FuseRuntimeError(
