@@ -405,9 +405,8 @@ class _Lowering:
             return
         props: dict[str, Attribute | None] = {"no_unwind": UnitAttr()}
         if noalias_result:
-            props["res_attrs"] = ArrayAttr(
-                [DictionaryAttr({"llvm.noalias": UnitAttr(), "llvm.align": IntegerAttr(64, I64)})]
-            )
+            # No align attribute: a buffer may be the caller's out= array, aligned only to its element type.
+            props["res_attrs"] = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()})])
         self.decls[name] = llvm.FuncOp(
             name, llvm.LLVMFunctionType(list(inputs), output), linkage=llvm.LinkageAttr("external"), other_props=props
         )
