@@ -2,8 +2,8 @@
 
 A key is the sha256 of everything the machine code depends on: the
 tensor_eq module text, the backend options, the target (triple, CPU name and
-features), the LLVM and llvmlite versions, and the fuse_mlir version plus a
-digest of its own source files (so an edited compiler never reuses old code).
+features), the LLVM and llvmlite versions, and a digest of fuse_mlir's own
+source files (so an edited or upgraded compiler never reuses old code).
 An entry holds the relocatable object MCJIT produced and a JSON header with
 what the runtime needs to call it (argument and result tables, errors, host
 calls, constants), so a warm start skips every pass and all of LLVM.
@@ -47,21 +47,23 @@ def cache_dir() -> Path:
 
 
 def code_version() -> str:
-    """The fuse_mlir version and a sha256 of its Python sources (computed once per process)."""
+    """A digest of fuse_mlir's Python sources (path, size, mtime), computed once per process.
+
+    Any edit to the compiler changes it, so an entry never outlives the code
+    that produced it; stat data keeps this to a millisecond or two.
+    """
     global _code_version
     if _code_version is None:
-        from importlib import metadata
-
-        try:
-            version = metadata.version("fuse_mlir")
-        except metadata.PackageNotFoundError:
-            version = "unknown"
-        root = Path(__file__).resolve().parents[2]
-        h = hashlib.sha256(version.encode())
-        for path in sorted(root.rglob("*.py")):
-            h.update(str(path.relative_to(root)).encode() + b"\0")
-            h.update(path.read_bytes())
-        _code_version = f"{version}+{h.hexdigest()[:16]}"
+        root = str(Path(__file__).resolve().parents[2])
+        h = hashlib.sha256()
+        files = []
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            files += [os.path.join(folder, n) for n in names if n.endswith(".py")]
+        for path in sorted(files):
+            st = os.stat(path)
+            h.update(f"{os.path.relpath(path, root)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        _code_version = h.hexdigest()[:24]
     return _code_version
 
 

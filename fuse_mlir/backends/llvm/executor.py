@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
 
-from fuse_mlir.backends.llvm.arena import StatePool
+from fuse_mlir.backends.llvm.arena import StatePool, install_allocator
 from fuse_mlir.backends.llvm.runtime import KernelSpec, NativeKernel
 from fuse_mlir.backends.outputs import check_out
 from fuse_mlir.diagnostics import FuseError, Loc
@@ -120,6 +120,7 @@ def _load(key: str, strict: bool) -> CompiledProgram | None:
     header, obj = entry
     try:
         spec = KernelSpec.from_json(header["spec"])
+        install_allocator()  # the code links against the native fuse_alloc
         jit = load_object(obj, tuple(header["symbols"]))
         args = [(str(n), str(k)) for n, k in header["args"]]
         results = _result_table(header["results"])

@@ -24,6 +24,7 @@ abort inside LLVM.
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 import threading
 import time
@@ -190,6 +191,7 @@ class JitFunction:
         return sum(self.timings.values())
 
 
+@functools.cache
 def target_fingerprint() -> str:
     """What machine code depends on besides the IR: triple, host CPU name and features, LLVM and llvmlite versions."""
     import llvmlite
