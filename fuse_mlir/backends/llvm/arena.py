@@ -264,7 +264,7 @@ def _cached_allocator() -> JitFunction:
     from .diskcache import read_entry, write_entry
 
     key = hashlib.sha256(f"fuse-alloc 1|{target_fingerprint()}\n{_ALLOC_IR}".encode()).hexdigest()
-    entry = read_entry(key)
+    entry = read_entry(key, "runtime")
     if entry is not None:
         try:
             return load_object(entry[1], tuple(entry[0]["symbols"]), name="fuse_alloc", fn_type=_SLOW_TYPE)
@@ -272,7 +272,7 @@ def _cached_allocator() -> JitFunction:
             pass
     jf = jit_compile(_ALLOC_IR, name="fuse_alloc", opt_level=2, fn_type=_SLOW_TYPE, keep_object=True)
     if jf.object_code is not None:
-        write_entry(key, {"symbols": list(jf.symbols)}, jf.object_code)
+        write_entry(key, {"symbols": list(jf.symbols)}, jf.object_code, "runtime")
     return jf
 
 

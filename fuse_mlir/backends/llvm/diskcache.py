@@ -67,15 +67,15 @@ def code_version() -> str:
     return _code_version
 
 
-def entry_path(key: str) -> Path:
-    """Where the entry for ``key`` lives."""
-    return cache_dir() / "kernels" / f"{key}.bin"
+def entry_path(key: str, kind: str = "kernels") -> Path:
+    """Where the entry for ``key`` lives (``kind``: ``kernels`` for programs, ``runtime`` for the runtime's own code)."""
+    return cache_dir() / kind / f"{key}.bin"
 
 
-def read_entry(key: str) -> tuple[dict[str, Any], bytes] | None:
+def read_entry(key: str, kind: str = "kernels") -> tuple[dict[str, Any], bytes] | None:
     """The (header, object code) stored for ``key``, or None when absent, truncated, corrupt or for another key."""
     try:
-        data = entry_path(key).read_bytes()
+        data = entry_path(key, kind).read_bytes()
     except OSError:
         return None
     if len(data) < _HEAD.size:
@@ -94,12 +94,12 @@ def read_entry(key: str) -> tuple[dict[str, Any], bytes] | None:
     return header, payload[4 + n_header :]
 
 
-def write_entry(key: str, header: dict[str, Any], obj: bytes) -> bool:
+def write_entry(key: str, header: dict[str, Any], obj: bytes, kind: str = "kernels") -> bool:
     """Store an entry atomically (temporary file + rename); False when the folder cannot be written."""
     blob = json.dumps({**header, "key": key}, sort_keys=True).encode()
     payload = struct.pack("<I", len(blob)) + blob + obj
     data = _HEAD.pack(MAGIC, hashlib.sha256(payload).digest(), len(payload)) + payload
-    path = entry_path(key)
+    path = entry_path(key, kind)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
