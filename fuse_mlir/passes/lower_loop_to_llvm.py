@@ -322,7 +322,9 @@ def _is_const(v: SSAValue, value: int) -> bool:
 class _Lowering:
     """Builds ``llvm.func @fuse_main`` from the loop-level ``func.func @fuse_main``."""
 
-    def __init__(self, layout: AbiLayout, strict: bool, reductions: set[Operation], shared: frozenset[int] = frozenset()):
+    def __init__(
+        self, layout: AbiLayout, strict: bool, reductions: set[Operation], shared: frozenset[int] = frozenset()
+    ):
         self.layout = layout
         self.shared_allocs = shared
         self.strict = strict

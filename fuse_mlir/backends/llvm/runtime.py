@@ -51,7 +51,8 @@ from fuse_mlir.passes.lower_loop_to_llvm import (
     reuse_table,
 )
 
-from .arena import CallState, StatePool, address, install_allocator, state_at
+from . import arena
+from .arena import DATA_OFFSET, CallState, StatePool, address, install_allocator, state_at
 from .emit import emit_llvm_ir
 from .jit import JitFunction, emit_assembly, jit_compile, optimize_ir, register_symbol
 
@@ -512,6 +513,8 @@ class NativeKernel:
         self._scratch = (o_shapes, o_results, o_rshapes, o_err, o_err + 3)
         self._results = [(spec.result_dtypes[r], spec.result_ranks[r], spec.result_offsets[r]) for r in range(n_res)]
         self._pool = StatePool(self)
+        self._enter = arena.enter
+        self._slot_addr = id if DATA_OFFSET is not None else address
 
     @property
     def compile_seconds(self) -> float:
@@ -532,9 +535,10 @@ class NativeKernel:
         return emit_assembly(self._ir(), opt_level=self.opt_level)
 
     def new_state(self) -> CallState:
-        """A fresh runtime block for this kernel, with the constant slots filled in once."""
+        """A fresh runtime block for this kernel: constant slots and the ``fuse_enter`` block filled in once."""
         o_shapes, o_results, o_rshapes, o_err, total = self._scratch
-        state = CallState(self, self.spec.n_allocs, total)
+        n_in = len(self.input_slots)
+        state = CallState(self, self.spec.n_allocs, total + 9 + n_in)
         w, base = state.words, state.scratch
         for k, a in enumerate(self._fixed):
             if a is not None:
@@ -551,6 +555,13 @@ class NativeKernel:
             state.rt + 8 * (base + o_err),
             state.rt,
         )
+        blk = base + total
+        w[blk] = self.jit.address
+        w[blk + 1 : blk + 7] = state.call
+        w[blk + 7] = DATA_OFFSET or 0
+        w[blk + 8] = n_in if DATA_OFFSET is not None else 0  # otherwise the slots hold data addresses already
+        w[blk + 9 : blk + 9 + n_in] = self.input_slots
+        state.block = state.rt + 8 * blk
         return state
 
     def _prepare(self, k: int, value: Any) -> np.ndarray:
@@ -615,6 +626,7 @@ class NativeKernel:
         o_shapes, o_results, o_rshapes, o_err, _ = self._scratch
         w, base = state.words, state.scratch
         at_shapes = base + o_shapes
+        slot_addr = self._slot_addr
         held = []  # the prepared arrays stay alive until the call returns
         for (k, s), a in zip(self._inputs, arrays):
             if type(a) is not _ndarray or a.dtype is not s.dtype or a.ndim != s.rank:
@@ -623,39 +635,22 @@ class NativeKernel:
                 f = a.flags
                 if not (f.c_contiguous and f.aligned):
                     a = self._prepare(k, a)
-                else:
+                elif s.checks:
                     shape = a.shape
                     for axis, want in s.checks:
                         if shape[axis] != want:
                             a = self._prepare(k, a)  # raises
             held.append(a)
-            w[base + k] = address(a)
+            w[base + k] = slot_addr(a)
             if s.rank > 0:
                 at = at_shapes + s.offset
                 for e in a.shape:
                     w[at] = e
                     at += 1
         state.begin()
-        bound: dict[int, tuple[str, np.ndarray, int, int]] = {}
-        if out is not None:
-            for r, o in enumerate(out):
-                aid = self.spec.result_allocs[r]
-                if o is not None and aid is not None:
-                    addr = address(o)
-                    state.bind(aid, addr, o.nbytes)
-                    bound[addr] = ("out", o, aid, r)
-        if donated:
-            for aid, name in self.spec.reuse:
-                if not donated.get(name) or not 0 <= aid < state.n:
-                    continue
-                k = self.spec.arg_names.index(name)
-                a = held[self.input_slots.index(k)] if k in self.input_slots else None
-                if a is not None and a.flags.writeable and a.nbytes:
-                    addr = address(a)
-                    state.bind(aid, addr, a.nbytes)
-                    bound[addr] = ("donated", a, aid, -1)
+        bound = self._bind(state, held, out, donated) if out is not None or donated else None
         try:
-            rc = self._fn(*state.call)
+            rc = self._enter(state.block)
             if rc != 0:
                 self._raise(int(rc), state, w[base + o_err : base + o_err + 3])
             ptrs = w[base + o_results : base + o_rshapes].tolist()
@@ -671,8 +666,37 @@ class NativeKernel:
                         results[r] = fill_out(o, results[r], self.result_names[r])
             return results
         finally:
-            for _, _, aid, _ in bound.values():
-                state.unbind(aid)
+            if bound:
+                for _, _, aid, _ in bound.values():
+                    state.unbind(aid)
+
+    def _bind(
+        self,
+        state: CallState,
+        held: list[np.ndarray],
+        out: Sequence[np.ndarray | None] | None,
+        donated: Mapping[str, bool] | None,
+    ) -> dict[int, tuple[str, np.ndarray, int, int]]:
+        """Point arena slots at the caller's ``out`` buffers and donated inputs for this call; returns them by address."""
+        bound: dict[int, tuple[str, np.ndarray, int, int]] = {}
+        if out is not None:
+            for r, o in enumerate(out):
+                aid = self.spec.result_allocs[r]
+                if o is not None and aid is not None:
+                    addr = address(o)
+                    state.bind(aid, addr, o.nbytes)
+                    bound[addr] = ("out", o, aid, r)
+        if donated:
+            for aid, name in self.spec.reuse:
+                if not donated.get(name) or not 0 <= aid < state.n or name not in self.spec.arg_names:
+                    continue
+                k = self.spec.arg_names.index(name)
+                a = held[self.input_slots.index(k)] if k in self.input_slots else None
+                if a is not None and a.flags.writeable and a.nbytes:
+                    addr = address(a)
+                    state.bind(aid, addr, a.nbytes)
+                    bound[addr] = ("donated", a, aid, -1)
+        return bound
 
     def _take(
         self,
@@ -682,10 +706,15 @@ class NativeKernel:
         dtype: np.dtype,
         keep: bool,
         taken: set[int],
-        bound: Mapping[int, tuple[str, np.ndarray, int, int]],
+        bound: Mapping[int, tuple[str, np.ndarray, int, int]] | None,
         r: int,
     ) -> np.ndarray:
-        """Result ``r`` at ``ptr``: a buffer the runtime may hand over (first time), else a copy."""
+        """Result ``r`` at ``ptr``: a buffer the runtime may hand over (first time), else a copy.
+
+        An arena buffer is handed over and its slot restocked (or, up to
+        :data:`SMALL_RESULT` bytes, copied: cheaper than a new buffer); with
+        ``keep`` it stays in the arena.
+        """
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes == 0:
             return np.empty(shape, dtype=dtype)
@@ -695,14 +724,18 @@ class NativeKernel:
                 b, off, _, cap = state.own[k]  # type: ignore[misc]
                 if nbytes <= cap:
                     taken.add(ptr)
-                    if not keep:
-                        state.restock(k, cap)
-                    return _ndarray(shape, dtype, b, off)
+                    view = _ndarray(shape, dtype, b, off)
+                    if keep:
+                        return view
+                    if nbytes <= SMALL_RESULT:
+                        return view.copy()
+                    state.restock(k, cap)
+                    return view
             e = state.extras.get(ptr)
             if e is not None and nbytes <= e[2]:
                 taken.add(ptr)
                 return _ndarray(shape, dtype, e[0], e[1])
-            f = bound.get(ptr)
+            f = bound.get(ptr) if bound else None
             if f is not None:
                 kind, what, _, slot = f
                 if kind == "out":
@@ -737,3 +770,5 @@ class NativeKernel:
 
 
 _ndarray = np.ndarray
+SMALL_RESULT = 4096
+"""Results up to this many bytes are copied out of the arena rather than handed over (a copy is cheaper)."""
