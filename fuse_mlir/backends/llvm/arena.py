@@ -95,6 +95,7 @@ class CallState:
         "rt",
         "scratch",
         "serial",
+        "view",
         "words",
     )
 
@@ -103,6 +104,7 @@ class CallState:
         self.n = n_slots
         self.words = np.zeros(HEADER + 3 * n_slots + n_scratch, dtype=np.int64)
         self.words[1] = n_slots
+        self.view = memoryview(self.words)  # item access ~2x faster than the array's
         self.words[HEADER + n_slots : HEADER + 2 * n_slots] = -1
         self.rt = address(self.words)
         self.scratch = HEADER + 3 * n_slots
@@ -118,7 +120,7 @@ class CallState:
     def begin(self) -> None:
         """Start a call: a new serial makes every slot claimable again."""
         self.serial += 1
-        self.words[0] = self.serial
+        self.view[0] = self.serial
         self.error = None
 
     def end(self) -> None:
@@ -258,13 +260,35 @@ entry:
   %off = load i64, ptr %p7
   %p8 = getelementptr inbounds i64, ptr %b, i64 8
   %n = load i64, ptr %p8
-  br label %head
+  %p9 = getelementptr inbounds i64, ptr %b, i64 9
+  %foff = load i64, ptr %p9
+  br label %check
+check:
+  %c = phi i64 [ 0, %entry ], [ %c1, %flagsok ]
+  %cmore = icmp ult i64 %c, %n
+  br i1 %cmore, label %cbody, label %head
+cbody:
+  %cki = add i64 %c, 10
+  %ckp = getelementptr inbounds i64, ptr %b, i64 %cki
+  %ck = load i64, ptr %ckp
+  %cap = getelementptr inbounds ptr, ptr %args, i64 %ck
+  %cobj = load ptr, ptr %cap
+  %fp = getelementptr inbounds i8, ptr %cobj, i64 %foff
+  %flags = load i32, ptr %fp
+  %fl = and i32 %flags, 257
+  %ok = icmp eq i32 %fl, 257
+  %c1 = add i64 %c, 1
+  br i1 %ok, label %flagsok, label %layout
+flagsok:
+  br label %check
+layout:
+  ret i32 -3
 head:
-  %j = phi i64 [ 0, %entry ], [ %j1, %body ]
+  %j = phi i64 [ 0, %check ], [ %j1, %body ]
   %more = icmp ult i64 %j, %n
   br i1 %more, label %body, label %call
 body:
-  %ki = add i64 %j, 9
+  %ki = add i64 %j, 10
   %kp = getelementptr inbounds i64, ptr %b, i64 %ki
   %k = load i64, ptr %kp
   %ap = getelementptr inbounds ptr, ptr %args, i64 %k
@@ -282,7 +306,12 @@ call:
 
 _SLOW_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 ENTER_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
-"""``fuse_enter(block)``: block = [fuse_main, args, arg_shapes, results, result_shapes, err, rt, data_offset, n, slots...]."""
+"""``fuse_enter(block)``, block = [fuse_main, args, arg_shapes, results, result_shapes, err, rt, data_offset, n,
+flags_offset, slot_0 .. slot_n-1]: the first n ``args`` entries named by the slots hold ndarray objects (``id``);
+it returns :data:`ERR_LAYOUT` if one is not C-contiguous and aligned, else swaps each for its data pointer and
+calls ``fuse_main``."""
+ERR_LAYOUT = -3
+"""``fuse_enter``'s code for an input that must be copied first (not C-contiguous or not aligned)."""
 
 
 def _fuse_alloc_slow(rt: int | None, nbytes: int, k: int) -> int | None:
@@ -302,22 +331,30 @@ enter: Any = None
 """``fuse_enter`` as a ctypes function once :func:`install_allocator` ran."""
 
 
-def _array_data_offset() -> int | None:
-    """Where an ndarray object keeps its data pointer (``PyArrayObject_fields.data``), verified on probe arrays.
+def _array_offsets() -> tuple[int, int] | None:
+    """Where an ndarray object keeps its data pointer and flags (``PyArrayObject_fields``), verified on probes.
 
-    ``fuse_enter`` reads the pointer there, so the call path hands native code
-    ``id(array)`` instead of asking NumPy for the address (~0.4 µs per array).
-    None (and the slower path) when the layout is not the documented one.
+    ``fuse_enter`` reads them there, so the call path hands native code
+    ``id(array)`` instead of asking NumPy for the address (~0.4 µs per array)
+    and its flags (~0.15 µs). The layout is NumPy's public C struct
+    (``PyObject_HEAD; char *data; int nd; npy_intp *dimensions, *strides;
+    PyObject *base; PyArray_Descr *descr; int flags``); None, and the plain
+    Python path, if probing finds anything else.
     """
-    off = object.__basicsize__
-    probes = [np.zeros(3), np.arange(10)[2:], np.zeros((2, 3), dtype=np.float32).T, np.zeros(())]
+    head = object.__basicsize__
+    data, flags = head, head + 48
+    probes = [np.zeros(3), np.arange(10)[2:], np.zeros((2, 3), dtype=np.float32).T, np.zeros(()), np.zeros(8)[::2]]
     for p in probes:
-        if ctypes.c_void_p.from_address(id(p) + off).value != p.ctypes.data:
+        if ctypes.c_void_p.from_address(id(p) + data).value != p.ctypes.data:
             return None
-    return off
+        if ctypes.c_int.from_address(id(p) + flags).value != p.flags.num:
+            return None
+    return data, flags
 
 
-DATA_OFFSET = _array_data_offset()
+_OFFSETS = _array_offsets()
+DATA_OFFSET = _OFFSETS[0] if _OFFSETS else None
+FLAGS_OFFSET = _OFFSETS[1] if _OFFSETS else None
 _native_lock = threading.Lock()
 
 
@@ -327,7 +364,7 @@ def _cached_allocator() -> JitFunction:
 
     from .diskcache import read_entry, write_entry
 
-    key = hashlib.sha256(f"fuse-alloc 2|{target_fingerprint()}\n{_ALLOC_IR}".encode()).hexdigest()
+    key = hashlib.sha256(f"fuse-alloc 3|{target_fingerprint()}\n{_ALLOC_IR}".encode()).hexdigest()
     entry = read_entry(key, "runtime")
     if entry is not None:
         try:

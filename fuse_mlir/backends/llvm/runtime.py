@@ -52,7 +52,7 @@ from fuse_mlir.passes.lower_loop_to_llvm import (
 )
 
 from . import arena
-from .arena import DATA_OFFSET, CallState, StatePool, address, install_allocator, state_at
+from .arena import DATA_OFFSET, ERR_LAYOUT, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
 from .emit import emit_llvm_ir
 from .jit import JitFunction, emit_assembly, jit_compile, optimize_ir, register_symbol
 
@@ -514,7 +514,7 @@ class NativeKernel:
         self._results = [(spec.result_dtypes[r], spec.result_ranks[r], spec.result_offsets[r]) for r in range(n_res)]
         self._pool = StatePool(self)
         self._enter = arena.enter
-        self._slot_addr = id if DATA_OFFSET is not None else address
+        self._unbox = DATA_OFFSET is not None and FLAGS_OFFSET is not None
 
     @property
     def compile_seconds(self) -> float:
@@ -538,7 +538,7 @@ class NativeKernel:
         """A fresh runtime block for this kernel: constant slots and the ``fuse_enter`` block filled in once."""
         o_shapes, o_results, o_rshapes, o_err, total = self._scratch
         n_in = len(self.input_slots)
-        state = CallState(self, self.spec.n_allocs, total + 9 + n_in)
+        state = CallState(self, self.spec.n_allocs, total + 10 + n_in)
         w, base = state.words, state.scratch
         for k, a in enumerate(self._fixed):
             if a is not None:
@@ -559,8 +559,9 @@ class NativeKernel:
         w[blk] = self.jit.address
         w[blk + 1 : blk + 7] = state.call
         w[blk + 7] = DATA_OFFSET or 0
-        w[blk + 8] = n_in if DATA_OFFSET is not None else 0  # otherwise the slots hold data addresses already
-        w[blk + 9 : blk + 9 + n_in] = self.input_slots
+        w[blk + 8] = n_in if self._unbox else 0  # otherwise the slots hold data addresses already
+        w[blk + 9] = FLAGS_OFFSET or 0
+        w[blk + 10 : blk + 10 + n_in] = self.input_slots
         state.block = state.rt + 8 * blk
         return state
 
@@ -623,43 +624,25 @@ class NativeKernel:
         donated: Mapping[str, bool] | None,
         keep: bool,
     ) -> list[np.ndarray]:
-        o_shapes, o_results, o_rshapes, o_err, _ = self._scratch
-        w, base = state.words, state.scratch
-        at_shapes = base + o_shapes
-        slot_addr = self._slot_addr
-        held = []  # the prepared arrays stay alive until the call returns
-        for (k, s), a in zip(self._inputs, arrays):
-            if type(a) is not _ndarray or a.dtype is not s.dtype or a.ndim != s.rank:
-                a = self._prepare(k, a)
-            else:
-                f = a.flags
-                if not (f.c_contiguous and f.aligned):
-                    a = self._prepare(k, a)
-                elif s.checks:
-                    shape = a.shape
-                    for axis, want in s.checks:
-                        if shape[axis] != want:
-                            a = self._prepare(k, a)  # raises
-            held.append(a)
-            w[base + k] = slot_addr(a)
-            if s.rank > 0:
-                at = at_shapes + s.offset
-                for e in a.shape:
-                    w[at] = e
-                    at += 1
+        held = self._fill(state, arrays, not self._unbox)
         state.begin()
         bound = self._bind(state, held, out, donated) if out is not None or donated else None
         try:
             rc = self._enter(state.block)
+            if rc == ERR_LAYOUT:  # an input needs a contiguous, aligned copy: native code checked the flags
+                held = self._fill(state, held, True)
+                rc = self._enter(state.block)
+            v, base = state.view, state.scratch
+            o_shapes, o_results, o_rshapes, o_err, _ = self._scratch
             if rc != 0:
-                self._raise(int(rc), state, w[base + o_err : base + o_err + 3])
-            ptrs = w[base + o_results : base + o_rshapes].tolist()
-            shapes = w[base + o_rshapes : base + o_err].tolist()
+                self._raise(int(rc), state, state.words[base + o_err : base + o_err + 3])
+            at_ptr, at_shape = base + o_results, base + o_rshapes
             results = []
             taken: set[int] = set()
             for r, (dtype, rank, off) in enumerate(self._results):
-                shape = tuple(shapes[off : off + rank])
-                results.append(self._take(state, ptrs[r], shape, dtype, keep, taken, bound, r))
+                at = at_shape + off
+                shape = tuple(v[at : at + rank]) if rank else ()
+                results.append(self._take(state, v[at_ptr + r], shape, dtype, keep, taken, bound, r))
             if out is not None:
                 for r, o in enumerate(out):
                     if o is not None and results[r] is not o:
@@ -669,6 +652,34 @@ class NativeKernel:
             if bound:
                 for _, _, aid, _ in bound.values():
                     state.unbind(aid)
+
+    def _fill(self, state: CallState, arrays: Sequence[Any], full: bool) -> list[np.ndarray]:
+        """Write the inputs' pointers (or, for ``fuse_enter`` to read, their ids) and extents into the scratch.
+
+        Plain arrays of the slot's dtype and rank take the short way; ``full``
+        also checks contiguity and alignment here (copying when needed) rather
+        than leaving that to ``fuse_enter``. Returns the arrays actually passed,
+        which the caller keeps alive until the call returns.
+        """
+        v, base = state.view, state.scratch
+        at_shapes = base + self._scratch[0]
+        held = []
+        for (k, s), a in zip(self._inputs, arrays):
+            if full or type(a) is not _ndarray or a.dtype is not s.dtype or a.ndim != s.rank:
+                a = self._prepare(k, a)
+            elif s.checks:
+                shape = a.shape
+                for axis, want in s.checks:
+                    if shape[axis] != want:
+                        a = self._prepare(k, a)  # raises
+            held.append(a)
+            v[base + k] = id(a) if self._unbox else address(a)
+            if s.rank > 0:
+                at = at_shapes + s.offset
+                for e in a.shape:
+                    v[at] = e
+                    at += 1
+        return held
 
     def _bind(
         self,
