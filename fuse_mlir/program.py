@@ -149,10 +149,10 @@ class Runner:
     overlap with an input) and returns it as ``Y``; a program with an input
     named ``out`` takes its buffers through ``run(inputs, out=...)``.
 
-    A signature (input names, dtypes and ranks) that ran once takes a direct
-    path on later calls when the backend offers one (``executor.bind``): the
-    name and dtype checks it passed are not redone; the backend still checks
-    every array.
+    Inputs named as in a call that ran once take a direct path on later calls
+    when the backend offers one (``executor.bind``) and the arrays have that
+    call's dtypes and ranks: the name checks it passed are not redone; the
+    backend still checks every array.
     """
 
     program: Program
@@ -166,11 +166,12 @@ class Runner:
         out = None
         if "out" in inputs and "out" not in self._input_specs():
             out = inputs.pop("out")
-        try:
-            fast = self._fast[tuple([(k, v.dtype, v.ndim) for k, v in inputs.items()])]
-        except (AttributeError, KeyError, TypeError):
-            return self.run(inputs, out=out)
-        return fast(inputs, out)
+        fast = self._fast.get(tuple(inputs))
+        if fast is not None:
+            result = fast(inputs, out)
+            if result is not None:
+                return result
+        return self.run(inputs, out=out)
 
     def input_names(self) -> list[str]:
         return [s.name for s in self.program.lower().inputs]
@@ -214,15 +215,18 @@ class Runner:
         return result
 
     def _remember(self, given: dict[str, Any], lowered: Lowered) -> None:
-        """Offer later calls with this signature the backend's direct path (plain arrays of native dtypes only)."""
+        """Offer later calls with these input names the backend's direct path for this signature.
+
+        One entry per tuple of names (in call order); the direct path itself
+        declines (returns None) arrays of another dtype or rank, and the latest
+        signature that ran through here replaces the entry.
+        """
         bind = getattr(self.executor, "bind", None)
         if bind is None or not all(type(v) is np.ndarray and v.dtype.kind in "iuf" for v in given.values()):
             return
-        key = tuple([(k, v.dtype, v.ndim) for k, v in given.items()])
-        if key not in self._fast:
-            fast = bind(lowered)
-            if fast is not None:
-                self._fast[key] = fast
+        fast = bind(lowered)
+        if fast is not None:
+            self._fast[tuple(given)] = fast
 
     def _input_specs(self) -> dict[str, Any]:
         specs = self._specs

@@ -96,6 +96,7 @@ class CallState:
         "scratch",
         "serial",
         "view",
+        "views",
         "words",
     )
 
@@ -105,6 +106,7 @@ class CallState:
         self.words = np.zeros(HEADER + 3 * n_slots + n_scratch, dtype=np.int64)
         self.words[1] = n_slots
         self.view = memoryview(self.words)  # item access ~2x faster than the array's
+        self.views: dict[tuple[int, tuple[int, ...], Any], np.ndarray] = {}  # typed views of slot buffers
         self.words[HEADER + n_slots : HEADER + 2 * n_slots] = -1
         self.rt = address(self.words)
         self.scratch = HEADER + 3 * n_slots
@@ -148,6 +150,7 @@ class CallState:
 
     def drop(self, k: int) -> None:
         """Forget slot ``k``'s buffer (it was handed to the caller, or is too small)."""
+        self.views.clear()
         old = self.own[k]
         if old is not None:
             self.by_addr.pop(old[2], None)

@@ -274,21 +274,46 @@ class NativeExecutor:
 
     def bind(
         self, lowered: Lowered
-    ) -> Callable[[Mapping[str, Any], Mapping[str, Any] | None], dict[str, np.ndarray]] | None:
-        """A direct call for validated signatures: inputs by name (and ``out``) to exports; None if it writes sinks.
+    ) -> Callable[[Mapping[str, Any], Mapping[str, Any] | None], dict[str, np.ndarray] | None] | None:
+        """A direct call for one signature: inputs by name to exports, or None when they do not fit it.
 
-        The kernel still checks every array (dtype, rank, extents,
-        contiguity); only the runner's name and dtype checks, already passed
-        for this signature, are skipped.
+        The returned function takes the same names as the validated call it
+        was made for; it returns None (the caller then takes the general path)
+        when ``out`` is given or an input is not a plain array of the dtype and
+        rank the kernel was compiled for. The kernel still checks every array
+        (static extents in Python, layout in ``fuse_enter``, dynamic extents in
+        the native code). None when the program writes sinks.
         """
         b = self._bind(lowered)
         if len(b.exports) != len(b.prog.results):
             return None
-        exports = b.exports
-        run = self._run
+        kernel, pool, donated, keep = b.kernel, b.pool, b.donated, self.reuse_outputs
+        free, fixed, exports = pool.free, b.fixed, b.exports
+        gate = [(name, kernel._slots[k].dtype, kernel._slots[k].rank) for k, name in b.input_at]
+        at = [k for k, _ in b.input_at]
+        only_inputs = at == list(range(len(fixed)))
+        nd = np.ndarray
 
-        def call(inputs: Mapping[str, Any], out: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
-            values = run(b, inputs, out)
+        def call(inputs: Mapping[str, Any], out: Mapping[str, Any] | None) -> dict[str, np.ndarray] | None:
+            if out:
+                return None
+            args = []
+            for name, dtype, rank in gate:
+                a = inputs[name]
+                if type(a) is not nd or a.dtype is not dtype or a.ndim != rank:
+                    return None
+                args.append(a)
+            if not only_inputs:
+                full = list(fixed)
+                for k, a in zip(at, args):
+                    full[k] = a
+                args = full
+            state = free.pop() if free else pool.take()
+            try:
+                values = kernel._run(state, args, None, donated, keep)
+            finally:
+                state.end()
+                free.append(state)
             return {name: values[r] for r, name in exports}
 
         return call

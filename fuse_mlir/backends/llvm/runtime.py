@@ -735,13 +735,16 @@ class NativeKernel:
                 b, off, _, cap = state.own[k]  # type: ignore[misc]
                 if nbytes <= cap:
                     taken.add(ptr)
-                    view = _ndarray(shape, dtype, b, off)
                     if keep:
-                        return view
+                        return _ndarray(shape, dtype, b, off)
                     if nbytes <= SMALL_RESULT:
+                        key = (k, shape, dtype)
+                        view = state.views.get(key)
+                        if view is None:
+                            view = state.views[key] = _ndarray(shape, dtype, b, off)
                         return view.copy()
                     state.restock(k, cap)
-                    return view
+                    return _ndarray(shape, dtype, b, off)
             e = state.extras.get(ptr)
             if e is not None and nbytes <= e[2]:
                 taken.add(ptr)
