@@ -58,9 +58,12 @@ def call_table(calls: int, repeats: int) -> list[str]:
 
     src = BY_NAME["call_overhead"].source
     runner = Program(src).compile()
-    reusing = Program(src).compile(reuse_outputs=True)
     impls: dict[str, Callable[..., Any]] = {"fuse": lambda X, Y2, Z: runner(X=X, Y2=Y2, Z=Z)}
-    impls["fuse reuse_outputs"] = lambda X, Y2, Z: reusing(X=X, Y2=Y2, Z=Z)
+    try:
+        reusing = Program(src).compile(reuse_outputs=True)
+        impls["fuse reuse_outputs"] = lambda X, Y2, Z: reusing(X=X, Y2=Y2, Z=Z)
+    except TypeError:  # an older fuse_mlir (before/after comparisons)
+        pass
     try:
         from benchmarks.peers import numba_kernels
 

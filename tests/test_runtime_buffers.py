@@ -172,6 +172,16 @@ def test_donated_read_only_input_is_not_written() -> None:
     assert not np.shares_memory(got, x)
 
 
+def test_donated_strided_input_is_not_written() -> None:
+    kernel = _donating_kernel()
+    base = np.linspace(0, 1, 16)
+    keep = base.copy()
+    x = base[::2]  # its memory span holds elements that were not donated
+    (got,) = kernel([x, np.ones(8), np.zeros(8)], donated={"x": True})
+    np.testing.assert_allclose(got, np.exp(keep[::2]))
+    np.testing.assert_array_equal(base, keep)
+
+
 def test_donate_option() -> None:
     rng = np.random.default_rng(8)
     prog = Program(SUM3)

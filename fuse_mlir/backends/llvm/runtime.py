@@ -703,7 +703,7 @@ class NativeKernel:
                     continue
                 k = self.spec.arg_names.index(name)
                 a = held[self.input_slots.index(k)] if k in self.input_slots else None
-                if a is not None and a.flags.writeable and a.nbytes:
+                if a is not None and a.nbytes and a.flags.writeable and a.flags.c_contiguous:
                     addr = address(a)
                     state.bind(aid, addr, a.nbytes)
                     bound[addr] = ("donated", a, aid, -1)
