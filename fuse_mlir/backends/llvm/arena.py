@@ -106,7 +106,8 @@ class CallState:
         self.words = np.zeros(HEADER + 3 * n_slots + n_scratch, dtype=np.int64)
         self.words[1] = n_slots
         self.view = memoryview(self.words)  # item access ~2x faster than the array's
-        self.views: dict[tuple[int, tuple[int, ...], Any], np.ndarray] = {}  # typed views of slot buffers
+        # Typed views of small slot buffers by (address, shape, dtype); cleared whenever a slot's buffer changes.
+        self.views: dict[tuple[int, tuple[int, ...], Any], np.ndarray] = {}
         self.words[HEADER + n_slots : HEADER + 2 * n_slots] = -1
         self.rt = address(self.words)
         self.scratch = HEADER + 3 * n_slots

@@ -726,6 +726,11 @@ class NativeKernel:
         :data:`SMALL_RESULT` bytes, copied: cheaper than a new buffer); with
         ``keep`` it stays in the arena.
         """
+        if not keep and ptr not in taken:
+            view = state.views.get((ptr, shape, dtype))
+            if view is not None:  # a small result seen before at this address: copy it out
+                taken.add(ptr)
+                return view.copy()
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes == 0:
             return np.empty(shape, dtype=dtype)
@@ -738,10 +743,7 @@ class NativeKernel:
                     if keep:
                         return _ndarray(shape, dtype, b, off)
                     if nbytes <= SMALL_RESULT:
-                        key = (k, shape, dtype)
-                        view = state.views.get(key)
-                        if view is None:
-                            view = state.views[key] = _ndarray(shape, dtype, b, off)
+                        view = state.views[(ptr, shape, dtype)] = _ndarray(shape, dtype, b, off)
                         return view.copy()
                     state.restock(k, cap)
                     return _ndarray(shape, dtype, b, off)
