@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,8 +34,6 @@ def _entries(folder: Path) -> list[Path]:
 
 
 def _run_process(folder: Path, source: str = SRC) -> dict:
-    import json
-
     env = {**os.environ, "FUSE_CACHE_DIR": str(folder), "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT, source], env=env, capture_output=True, text=True, check=True, cwd=ROOT
@@ -160,3 +159,23 @@ def test_host_call_and_constants_survive_the_disk(fresh_memory: Path, tmp_path: 
         for name in ref_top.files:
             np.testing.assert_array_equal(top[name], ref_top[name])
     assert len(_entries(fresh_memory)) == 1
+
+
+def test_concurrent_processes_share_one_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {**os.environ, "FUSE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, SRC], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
+        )
+        for _ in range(3)
+    ]
+    s, t = _want()
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()
+        r = json.loads(out.decode().strip().splitlines()[-1])
+        assert r["S"] == pytest.approx(s, rel=1e-12)
+    (entry,) = _entries(tmp_path)
+    monkeypatch.setenv("FUSE_CACHE_DIR", str(tmp_path))
+    assert diskcache.read_entry(entry.stem) is not None
+    assert not list((tmp_path / "kernels").glob("*.tmp"))  # no temporary file left behind

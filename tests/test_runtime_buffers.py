@@ -260,3 +260,31 @@ def test_concurrent_calls_on_one_runner() -> None:
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_native_allocator_claims_each_slot_once_per_call(slow_allocs: list[int]) -> None:
+    import ctypes
+
+    from fuse_mlir.backends.llvm.jit import _symbols
+
+    arena.install_allocator()
+    fuse_alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        _symbols["fuse_alloc"]
+    )
+    state = arena.CallState(None, 2, 0)
+    state.begin()
+    a = fuse_alloc(state.rt, 100, 0)  # empty slot: grown through Python
+    b = fuse_alloc(state.rt, 100, 0)  # second claim in the same call: a one-call buffer
+    c = fuse_alloc(state.rt, 8, 5)  # an id beyond the table: a one-call buffer
+    assert len({a, b, c}) == 3 and a % arena.ALIGN == 0
+    assert len(slow_allocs) == 3
+    state.end()
+    state.begin()
+    assert fuse_alloc(state.rt, 64, 0) == a  # fits: served natively, no Python
+    assert len(slow_allocs) == 3
+    d = fuse_alloc(state.rt, 0, 1)  # zero bytes on an empty slot: still a real pointer
+    assert d and len(slow_allocs) == 4
+    state.end()
+    state.begin()
+    e = fuse_alloc(state.rt, 200, 0)  # too small now: grown (a new buffer)
+    assert e != a and len(slow_allocs) == 5
