@@ -288,3 +288,20 @@ def test_native_allocator_claims_each_slot_once_per_call(slow_allocs: list[int])
     state.begin()
     e = fuse_alloc(state.rt, 200, 0)  # too small now: grown (a new buffer)
     assert e != a and len(slow_allocs) == 5
+
+
+def test_reuse_allocs_call_the_aliasing_allocator() -> None:
+    kernel = _donating_kernel()
+    ir = kernel.llvm_ir or ""
+    shared = [line for line in ir.splitlines() if line.startswith("declare") and "@fuse_alloc_shared" in line]
+    assert shared and "noalias" not in shared[0]  # may alias the donated argument: no noalias promise
+    assert "@fuse_alloc(" not in ir
+    plain = NativeKernel(elementwise_module(F64, 1)).llvm_ir or ""
+    assert any(line.startswith("declare noalias") and "@fuse_alloc(" in line for line in plain.splitlines())
+
+
+def test_bad_reuse_attribute_is_a_fuse_error() -> None:
+    module = elementwise_module(F64, 1)
+    module.attributes["fuse.reuse"] = ArrayAttr([ArrayAttr([StringAttr("x")])])
+    with pytest.raises(FuseError, match="fuse.reuse"):
+        NativeKernel(module)
