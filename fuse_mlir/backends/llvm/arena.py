@@ -19,6 +19,10 @@ or a second claim in one call, hands out a one-call buffer. So a steady
 stream of calls with the same (or smaller) extents allocates nothing and
 touches no fresh pages (DESIGN.md §6: +44 ms per fresh 80 MB buffer).
 
+``fuse_enter(block)`` (same module) is how the runtime calls a kernel: one
+ctypes argument instead of six, and it reads each input's data pointer and
+layout flags from the NumPy array object itself (see :func:`_array_offsets`).
+
 The runtime binds a slot for one call to memory it does not own (a caller's
 ``out=`` buffer, a donated input) by writing its pointer and capacity, and
 restores the slot's own buffer afterwards. States are pooled per runner

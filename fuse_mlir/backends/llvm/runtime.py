@@ -12,13 +12,20 @@ the constructor (by name). Without ``fuse.args`` every slot is an input. The
 result is one array per result slot, in slot order.
 
 Inputs are validated here (dtype, rank, static extents; a boolean array is
-accepted for an ``i8`` slot; non-contiguous or misaligned arrays are copied),
-so native code checks only value-dependent facts. Buffers that native code
-asks for (``fuse_alloc``) are 64-byte aligned NumPy ``uint8`` arrays kept in a
-per-call table keyed by address; results are views of them (no copy), and a
-result that points at memory the runtime does not own (an input or a constant)
-is copied. A non-zero return code becomes ``FuseRuntimeError(message.format(a,
-b), loc)`` from ``fuse.errors``; an exception raised by a host call is re-raised.
+accepted for an ``i8`` slot; non-contiguous or misaligned arrays are copied,
+the layout check itself running natively in ``fuse_enter``), so native code
+checks only value-dependent facts. Buffers that native code asks for
+(``fuse_alloc``) come from a reusable arena (:mod:`.arena`), one buffer per
+``loop.alloc`` id, kept across calls; results above :data:`SMALL_RESULT`
+bytes are handed over without a copy (the arena restocks), smaller ones are
+copied, and with ``keep_outputs`` they stay in the arena. A result that points
+at memory the runtime does not own (an input or a constant) is copied. The
+caller's ``out`` buffers and donated inputs can back allocations for one call
+(:meth:`NativeKernel.__call__`). A non-zero return code becomes
+``FuseRuntimeError(message.format(a, b), loc)`` from ``fuse.errors``; an
+exception raised by a host call is re-raised. :class:`KernelSpec` holds the
+tables read from the module, so a kernel can be rebuilt from the disk cache
+without it.
 """
 
 from __future__ import annotations
