@@ -128,7 +128,9 @@ class Program:
         group where the backend allows (``runner.explain()``; all in
         docs/modes.md). ``options`` go to the backend (for llvm:
         ``strict=True`` keeps IEEE evaluation order and libm calls,
-        ``cache=False`` skips the kernel cache).
+        ``cache=False`` skips the in-memory and disk kernel caches,
+        ``reuse_outputs=True`` returns results in buffers the next call
+        overwrites; docs/runtime.md).
         """
         from fuse_mlir.backends import get_backend
         from fuse_mlir.fixpoint import lower_options
@@ -191,7 +193,18 @@ _SUPPORTED_KINDS = "biuf"
 
 @dataclass
 class Runner:
-    """A compiled program: call it with the inputs as keyword arguments; returns the exports."""
+    """A compiled program: call it with the inputs as keyword arguments; returns the exports.
+
+    ``runner(X=x, out={"Y": y})`` writes export ``Y`` into the caller's array
+    ``y`` (checked: an export, writeable, C-contiguous, its dtype and shape, no
+    overlap with an input) and returns it as ``Y``; a program with an input
+    named ``out`` takes its buffers through ``run(inputs, out=...)``.
+
+    Inputs named as in a call that ran once take a direct path on later calls
+    when the backend offers one (``executor.bind``) and the arrays have that
+    call's dtypes and ranks: the name checks it passed are not redone; the
+    backend still checks every array.
+    """
 
     program: Program
     backend: str
@@ -206,9 +219,18 @@ class Runner:
     rewrite: Any = field(default=None, repr=False)  # (lowered, arrays) -> (lowered, arrays): Monte Carlo projection
     _last: Any = field(default=None, repr=False)  # modes.trace.LastRun of the latest run
     _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
+    _fast: dict[tuple, Any] = field(default_factory=dict, repr=False)
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
-        return self.run(inputs)
+        out = None
+        if "out" in inputs and "out" not in self._input_specs():
+            out = inputs.pop("out")
+        fast = self._fast.get(tuple(inputs))
+        if fast is not None:
+            result = fast(inputs, out)
+            if result is not None:
+                return result
+        return self.run(inputs, out=out)
 
     def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, **inputs: Any) -> np.ndarray:
         """Evaluate only what tensor ``name`` depends on, optionally selecting positions of its axes.
@@ -237,14 +259,24 @@ class Runner:
     def input_names(self) -> list[str]:
         return [s.name for s in self.program.lower(None, self.options).inputs]
 
-    def run(self, inputs: Mapping[str, Any] | None = None, *, write_sinks: bool = True) -> dict[str, np.ndarray]:
-        """Validate ``inputs``, run the program, write its sinks, and return the exports by name."""
+    def run(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        write_sinks: bool = True,
+        out: Mapping[str, Any] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Validate ``inputs``, run the program, write its sinks, and return the exports by name.
+
+        ``out`` maps export names to caller arrays that receive them (see the class docstring).
+        """
         from fuse_mlir.fixpoint import collect_run
         from fuse_mlir.io.sinks import write_sink
 
-        arrays = self._validate(dict(inputs or {}))
+        given = dict(inputs or {})
+        arrays = self._validate(given)
         lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
-        result = self.execute(lowered, arrays)
+        result = self.execute(lowered, arrays, out)
         self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
         if info.groups and self._last is not None:
             self._last.iterations = {n: g.iterations for g in info.groups for n in (g.label, *g.names)}
@@ -257,9 +289,10 @@ class Runner:
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)
+        self._remember(given, lowered)
         return result.exports
 
-    def execute(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> Any:
+    def execute(self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any] | None = None) -> Any:
         """Run one lowered module on validated arrays (after the mode's rewrite), recording it for explain()."""
         from fuse_mlir.modes.trace import LastRun, run_profiled
 
@@ -267,8 +300,12 @@ class Runner:
             lowered, arrays = self.rewrite(lowered, arrays)
         shapes = op_seconds = None
         t0 = time.perf_counter()
-        if self.profile and self.backend == "reference":
+        if self.profile and self.backend == "reference" and out is None:
             result, shapes, op_seconds = run_profiled(lowered.module, arrays, lowered.sources)
+        elif out is not None and not getattr(self.executor, "supports_out", False):
+            result = self._run_then_fill(lowered, arrays, out)
+        elif out is not None:
+            result = self.executor(lowered, arrays, out=out)
         else:
             result = self.executor(lowered, arrays)
         seconds = time.perf_counter() - t0
@@ -284,10 +321,45 @@ class Runner:
         )
         return result
 
-    def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _run_then_fill(self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any]) -> Any:
+        """``out`` for a backend that allocates its own results: check, run, copy in."""
+        from fuse_mlir.backends.outputs import check_out, fill_out
+
+        checked = check_out(out, dict.fromkeys(lowered.exports), arrays.values())
+        result = self.executor(lowered, arrays)
+        for name, buf in checked.items():
+            result.exports[name] = fill_out(buf, result.exports[name], name)
+        return result
+
+    def _remember(self, given: dict[str, Any], lowered: Lowered) -> None:
+        """Offer later calls with these input names the backend's direct path for this signature.
+
+        One entry per tuple of names (in call order); the direct path itself
+        declines (returns None) arrays of another dtype or rank, and the latest
+        signature that ran through here replaces the entry.
+        """
+        bind = getattr(self.executor, "bind", None)
+        plain = self.mode == "single" and self.rewrite is None and not self.profile
+        if self.options is not None and self.options.mode != "single":
+            plain = False  # fixpoint runs report per-group iterations from the general path
+        if (
+            bind is None
+            or not plain
+            or not all(type(v) is np.ndarray and v.dtype.kind in "iuf" for v in given.values())
+        ):
+            return
+        fast = bind(lowered)
+        if fast is not None:
+            self._fast[tuple(given)] = fast
+
+    def _input_specs(self) -> dict[str, Any]:
         specs = self._specs
         if specs is None:
             specs = self._specs = {s.name: s for s in self.program.lower(None, self.options).inputs}
+        return specs
+
+    def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        specs = self._input_specs()
         unknown = sorted(set(inputs) - set(specs))
         if unknown:
             raise FuseRuntimeError(

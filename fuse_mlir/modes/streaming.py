@@ -288,8 +288,17 @@ class StreamingRunner(Runner):
         spec = next((s for s in self.step_runner.program.lower().inputs if s.name == state_name(name, 1)), None)
         return spec.rank if spec is not None else None
 
-    def run(self, inputs: Mapping[str, Any] | None = None, *, write_sinks: bool = True) -> dict[str, np.ndarray]:
-        """Compute the next time step from this step's inputs and the kept history; returns its exports."""
+    def run(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        write_sinks: bool = True,
+        out: Mapping[str, Any] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Compute the next time step from this step's inputs and the kept history; returns its exports.
+
+        ``out`` (export name → caller array) receives this step's exports, as for any runner.
+        """
         assert self.plan is not None and self.step_runner is not None
         given = dict(inputs or {})
         initial = {k: given.pop(k) for k in list(given) if k in self.plan.defined}
@@ -305,15 +314,15 @@ class StreamingRunner(Runner):
                     arrays[state_name(name, d)] = past[-d]
                 else:
                     arrays[state_name(name, d)] = self._zeros(name, given)
-        out = self.step_runner.run(arrays, write_sinks=write_sinks)
+        result = self.step_runner.run(arrays, write_sinks=write_sinks, out=out)
         self._last = self.step_runner._last
         for name in self.plan.window:
-            value = given[name] if name not in self.plan.defined else out[name]
+            value = given[name] if name not in self.plan.defined else result[name]
             self.history[name].append(np.array(value))
         self.time += 1
         if self.plan.user_exports is not None:
-            return {n: out[n] for n in self.plan.user_exports}
-        return out
+            return {n: result[n] for n in self.plan.user_exports}
+        return result
 
     def _zeros(self, name: str, given: Mapping[str, Any]) -> np.ndarray:
         """Zero history for ``name`` (before its first step), shaped like this step's value."""

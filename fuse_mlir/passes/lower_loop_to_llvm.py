@@ -7,7 +7,7 @@ linearise their positions row-major and index with ``getelementptr inbounds``.
 ``loop.for`` becomes a header block whose arguments (phis) are the induction
 variable and the carried values, a body, and an exit block receiving the
 results. ``loop.check`` branches (``llvm.expect``-weighted) to a cold block that
-fills ``err`` and returns the code. ``loop.alloc`` calls ``fuse_alloc``,
+fills ``err`` and returns the code. ``loop.alloc`` calls ``fuse_alloc(rt, nbytes, id)``,
 ``loop.gemm`` calls ``fuse_dgemm``/``fuse_sgemm`` (Fortran ABI, column-major:
 row-major ``C = A·B`` is ``Cᵀ = Bᵀ·Aᵀ``) once per batch entry, and
 ``loop.host_call`` calls ``fuse_host_call`` with pointer/extent arrays on the
@@ -48,6 +48,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    StringAttr,
     UnitAttr,
 )
 from xdsl.dialects.func import FuncOp as FuncFuncOp
@@ -321,8 +322,11 @@ def _is_const(v: SSAValue, value: int) -> bool:
 class _Lowering:
     """Builds ``llvm.func @fuse_main`` from the loop-level ``func.func @fuse_main``."""
 
-    def __init__(self, layout: AbiLayout, strict: bool, reductions: set[Operation]):
+    def __init__(
+        self, layout: AbiLayout, strict: bool, reductions: set[Operation], shared: frozenset[int] = frozenset()
+    ):
         self.layout = layout
+        self.shared_allocs = shared
         self.strict = strict
         self.reductions = reductions
         self.region = Region()
@@ -336,6 +340,7 @@ class _Lowering:
         self.error_blocks: list[Block] = []
         self.decls: dict[str, llvm.FuncOp] = {}
         self.host_calls = 0
+        self.allocs = 0
 
     # ---- building helpers
 
@@ -402,9 +407,8 @@ class _Lowering:
             return
         props: dict[str, Attribute | None] = {"no_unwind": UnitAttr()}
         if noalias_result:
-            props["res_attrs"] = ArrayAttr(
-                [DictionaryAttr({"llvm.noalias": UnitAttr(), "llvm.align": IntegerAttr(64, I64)})]
-            )
+            # No align attribute: a buffer may be the caller's out= array, aligned only to its element type.
+            props["res_attrs"] = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()})])
         self.decls[name] = llvm.FuncOp(
             name, llvm.LLVMFunctionType(list(inputs), output), linkage=llvm.LinkageAttr("external"), other_props=props
         )
@@ -605,8 +609,12 @@ class _Lowering:
         dyn = [self.v(e) for e in op.extents]
         extents = [self.const(d) if d >= 0 else dyn[k] for k, d in enumerate(t.get_shape())]
         nbytes = self.mul(self.numel(extents), self.const(byte_size(t.element_type)))
-        self.declare("fuse_alloc", [PTR, I64], PTR, noalias_result=True)
-        ptr = self.call("fuse_alloc", [self.p_rt, nbytes], PTR)
+        aid = alloc_id(op, self.allocs)
+        self.allocs += 1
+        # An alloc that may be bound to a donated input (fuse.reuse) can alias it: no noalias on that call.
+        fn = "fuse_alloc_shared" if aid in self.shared_allocs else "fuse_alloc"
+        self.declare(fn, [PTR, I64, I64], PTR, noalias_result=fn == "fuse_alloc")
+        ptr = self.call(fn, [self.p_rt, nbytes, self.const(aid)], PTR)
         assert ptr is not None
         as_int = self.val(llvm.PtrToIntOp(ptr, I64))
         self.guard(self.icmp("ne", as_int, self.const(0)), ERR_ALLOC, nbytes, self.const(0))
@@ -860,6 +868,25 @@ def host_call_id(op: loop.HostCallOp, position: int) -> int:
     return a.value.data if isinstance(a, IntegerAttr) else position
 
 
+def alloc_id(op: loop.AllocOp, position: int) -> int:
+    """The arena slot of a ``loop.alloc`` (passed to ``fuse_alloc``): its ``id`` attribute, else its walk position."""
+    a = op.attributes.get("id")
+    return a.value.data if isinstance(a, IntegerAttr) else position
+
+
+def reuse_table(module: ModuleOp) -> list[tuple[int, str]]:
+    """The ``fuse.reuse`` entries of a loop-level module: (alloc id, input name) pairs a donated input may back."""
+    attr = module.attributes.get("fuse.reuse")
+    out: list[tuple[int, str]] = []
+    if isinstance(attr, ArrayAttr):
+        for entry in attr.data:
+            parts = entry.data if isinstance(entry, ArrayAttr) else ()
+            if len(parts) != 2 or not isinstance(parts[0], IntegerAttr) or not isinstance(parts[1], StringAttr):
+                raise ValueError(f"fuse.reuse: expected [alloc_id, input_name] entries, got {entry}")
+            out.append((parts[0].value.data, parts[1].data))
+    return out
+
+
 def _entry_func(module: ModuleOp) -> FuncFuncOp:
     for op in module.body.block.ops:
         if isinstance(op, FuncFuncOp) and op.sym_name.data == ENTRY:
@@ -872,7 +899,8 @@ def lower_module(module: ModuleOp, strict: bool = False) -> None:
     func = _entry_func(module)
     if func.function_type.inputs.data or func.function_type.outputs.data:
         raise ValueError(f"lower-loop-to-llvm: func.func @{ENTRY} must take and return nothing")
-    lowering = _Lowering(abi_layout(module), strict, reduction_ops(func))
+    shared = frozenset(k for k, _ in reuse_table(module))
+    lowering = _Lowering(abi_layout(module), strict, reduction_ops(func), shared)
     new_ops = lowering.run(func)
     block = module.body.block
     for old in list(block.ops):

@@ -2,8 +2,10 @@
 
 One native kernel is built per tensor_eq module (that is, per program and
 input dtype signature; extents stay symbolic). Kernels are cached in memory
-by the sha256 of the module's text plus the backend options, so two programs
-with the same structure share one kernel and a second call compiles nothing.
+and on disk (:mod:`fuse_mlir.backends.llvm.diskcache`) by a sha256 of the
+module's text, the backend options, the target CPU and the compiler versions,
+so two programs with the same structure share one kernel, a second call
+compiles nothing, and a second process only loads machine code.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
 
-from fuse_mlir.backends.llvm.runtime import NativeKernel
+from fuse_mlir.backends.llvm.arena import StatePool, install_allocator
+from fuse_mlir.backends.llvm.runtime import KernelSpec, NativeKernel
+from fuse_mlir.backends.outputs import check_out
 from fuse_mlir.diagnostics import FuseError, Loc
 from fuse_mlir.frontend.lower import Lowered
 from fuse_mlir.interp.reference import RunResult
@@ -33,8 +38,9 @@ class CompiledProgram:
     kernel: NativeKernel
     arg_names: list[tuple[str, str]]  # (name, kind) per non-constant argument slot, in slot order
     results: list[tuple[str, str, str, Loc | None, int]]  # (name, kind, value name, loc, sink index)
-    loop_module: ModuleOp
-    compile_seconds: float
+    loop_module: ModuleOp | None  # None when loaded from the disk cache (no pass ran)
+    compile_seconds: float  # compiling, or loading from disk
+    from_disk: bool = False
 
 
 _CACHE: dict[str, CompiledProgram] = {}
@@ -96,6 +102,74 @@ def _strings(attr: ArrayAttr) -> list:
     return out
 
 
+def _tables(loop_module: ModuleOp) -> tuple[list[tuple[str, str]], list[list[Any]]]:
+    """The argument (name, kind) list and the raw result entries of a loop module, in slot order."""
+    args = [_strings(e) for e in loop_module.attributes["fuse.args"].data]  # type: ignore[union-attr]
+    results = []
+    for e in loop_module.attributes["fuse.results"].data:  # type: ignore[union-attr]
+        parts = _strings(e)
+        if parts[1] == "sink":
+            results.append([parts[0], "sink", parts[2], parts[3], int(parts[4])])
+        else:
+            results.append([parts[0], "export", parts[0], "", -1])
+    return [(a[0], a[1]) for a in args if a[1] != "constant"], results
+
+
+def _result_table(raw: list[list[Any]]) -> list[tuple[str, str, str, Loc | None, int]]:
+    return [(n, kind, v, Loc.decode(loc) if loc else None, int(i)) for n, kind, v, loc, i in raw]
+
+
+def _key(te_text: str, strict: bool, opt_level: str, donate: Sequence[str], pipeline: str | None) -> str:
+    from fuse_mlir.backends.llvm.diskcache import code_version
+    from fuse_mlir.backends.llvm.jit import target_fingerprint
+
+    head = (
+        f"fuse-kernel 1|{code_version()}|{target_fingerprint()}|strict={strict}|opt_level={opt_level}"
+        f"|donate={','.join(sorted(donate))}|pipeline={pipeline}|opt=3\n"
+    )
+    return hashlib.sha256(head.encode() + te_text.encode()).hexdigest()
+
+
+def _load(key: str, strict: bool) -> CompiledProgram | None:
+    """The program stored on disk under ``key``, or None (absent, corrupt, or its code does not load)."""
+    from fuse_mlir.backends.llvm.diskcache import read_entry
+    from fuse_mlir.backends.llvm.jit import JitError, load_object
+
+    t0 = time.perf_counter()
+    entry = read_entry(key)
+    if entry is None:
+        return None
+    header, obj = entry
+    try:
+        spec = KernelSpec.from_json(header["spec"])
+        install_allocator()  # the code links against the native fuse_alloc
+        jit = load_object(obj, tuple(header["symbols"]))
+        args = [(str(n), str(k)) for n, k in header["args"]]
+        results = _result_table(header["results"])
+    except (JitError, KeyError, TypeError, ValueError):
+        return None
+    kernel = NativeKernel.from_parts(spec, jit, strict=strict)
+    return CompiledProgram(kernel, args, results, None, time.perf_counter() - t0, from_disk=True)
+
+
+def _store(key: str, compiled: CompiledProgram, raw_results: list[list[Any]]) -> None:
+    from fuse_mlir.backends.llvm.diskcache import write_entry
+
+    jit = compiled.kernel.jit
+    if jit.object_code is None:
+        return
+    try:
+        header = {
+            "spec": compiled.kernel.spec.to_json(),
+            "symbols": list(jit.symbols),
+            "args": [list(a) for a in compiled.arg_names],
+            "results": raw_results,
+        }
+    except TypeError:  # a host-call parameter JSON cannot hold: keep it in memory only
+        return
+    write_entry(key, header, jit.object_code)
+
+
 def compile_program(
     te_module: ModuleOp,
     *,
@@ -105,39 +179,53 @@ def compile_program(
     pipeline: str | None = None,
     cache: bool = True,
 ) -> CompiledProgram:
-    """The native program for a tensor_eq module (from the cache when the same module was compiled before)."""
+    """The native program for a tensor_eq module: from the in-memory cache, else the disk cache, else compiled.
+
+    The key covers everything that changes the code: the module, ``strict``,
+    the optimisation level, the donated inputs (in-place decisions depend on
+    them) and a custom ``pipeline``. ``cache=False`` skips both caches (and
+    stores nothing).
+    """
     opt = normalise_opt_level(opt_level)
-    donated = ",".join(sorted(donate))
-    head = f"{strict}|{opt}|{donated}|{pipeline}|".encode()
-    key = hashlib.sha256(head + print_module(te_module).encode()).hexdigest()
+    donated = sorted(donate)
+    te_text = print_module(te_module)
+    key = _key(te_text, strict, opt, donated, pipeline) if cache else ""
     if cache:
         with _LOCK:
             hit = _CACHE.get(key)
         if hit is not None:
             return hit
+        hit = _load(key, strict)
+        if hit is not None:
+            with _LOCK:
+                return _CACHE.setdefault(key, hit)
     t0 = time.perf_counter()
-    loop_module = lower_to_loop(te_module, opt_level=opt, strict=strict, donate=sorted(donate), pipeline=pipeline)
-    kernel = NativeKernel(loop_module, strict=strict)
-    args = [_strings(e) for e in loop_module.attributes["fuse.args"].data]  # type: ignore[union-attr]
-    results = []
-    for e in loop_module.attributes["fuse.results"].data:  # type: ignore[union-attr]
-        parts = _strings(e)
-        if parts[1] == "sink":
-            loc = Loc.decode(parts[3]) if parts[3] else None
-            results.append((parts[0], "sink", parts[2], loc, int(parts[4])))
-        else:
-            results.append((parts[0], "export", parts[0], None, -1))
-    compiled = CompiledProgram(
-        kernel,
-        [(a[0], a[1]) for a in args if a[1] != "constant"],
-        results,
-        loop_module,
-        time.perf_counter() - t0,
-    )
+    loop_module = lower_to_loop(te_module, opt_level=opt, strict=strict, donate=donated, pipeline=pipeline)
+    kernel = NativeKernel(loop_module, strict=strict, keep_object=cache)
+    args, raw_results = _tables(loop_module)
+    compiled = CompiledProgram(kernel, args, _result_table(raw_results), loop_module, time.perf_counter() - t0)
     if cache:
+        _store(key, compiled, raw_results)
         with _LOCK:
-            _CACHE[key] = compiled
+            compiled = _CACHE.setdefault(key, compiled)
     return compiled
+
+
+class _Bound:
+    """One compiled program as one runner calls it: slot order, its own arena pool, donation and output tables."""
+
+    __slots__ = ("donated", "exports", "fixed", "input_at", "kernel", "pool", "prog", "result_index", "sources")
+
+    def __init__(self, prog: CompiledProgram, lowered: Lowered, donate: frozenset[str]):
+        self.prog = prog
+        self.kernel = prog.kernel
+        self.pool = StatePool(prog.kernel)
+        self.fixed: list[Any] = [None if kind == "input" else lowered.sources[n] for n, kind in prog.arg_names]
+        self.input_at = [(k, n) for k, (n, kind) in enumerate(prog.arg_names) if kind == "input"]
+        self.sources = [a for a in self.fixed if a is not None]
+        self.donated = {n: True for n in donate}
+        self.exports = [(r, name) for r, (name, kind, _, _, _) in enumerate(prog.results) if kind == "export"]
+        self.result_index = {name: r for r, name in self.exports}
 
 
 @dataclass
@@ -145,30 +233,42 @@ class NativeExecutor:
     """Runs lowered programs as native code.
 
     ``strict`` keeps IEEE order and libm; ``opt_level`` picks the llvm
-    target's pipeline (O0: no fusion or inplace; O2: the default); ``donate``
-    names inputs whose arrays the program may overwrite; ``pipeline`` (pass
-    pipeline text) replaces the target's pipeline.
+    target's pipeline (O0: no fusion or inplace; O2: the default);
+    ``pipeline`` (pass pipeline text) replaces the target's pipeline;
+    ``cache`` uses the in-memory and disk compile caches. Each executor (one per
+    runner) keeps its own buffer arenas; ``reuse_outputs`` leaves exported
+    results in them too, so a call's results are overwritten by the next call
+    (like a preallocated ``out``). ``donate`` names inputs whose arrays the
+    program may overwrite (JAX-style donation): the inplace pass lets kernels
+    write into them, and their buffers may back the allocations a loop
+    module's ``fuse.reuse`` pairs them with; any other input is never written.
     """
 
     strict: bool = False
     opt_level: str | int = "O2"
-    donate: Sequence[str] = ()
     pipeline: str | None = None
     cache: bool = True
+    reuse_outputs: bool = False
+    donate: Sequence[str] = ()
     compiled: dict[int, CompiledProgram] = field(default_factory=dict)
+    supports_out: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.opt_level = normalise_opt_level(self.opt_level)
         if isinstance(self.donate, str):
             self.donate = (self.donate,)
         self.donate = tuple(sorted(self.donate))
+        self._donate = frozenset(self.donate)
+        self._bound: dict[int, _Bound] = {}
 
     def program_for(self, lowered: Lowered) -> CompiledProgram:
         key = id(lowered.module)
         if key not in self.compiled:
-            unknown = sorted(set(self.donate) - {s.name for s in lowered.inputs})
+            unknown = sorted(self._donate - {s.name for s in lowered.inputs})
             if unknown:
-                raise FuseError(f"donate names {', '.join(unknown)}, which the program does not take as inputs")
+                raise FuseError(
+                    f"donate names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} not an input of the program"
+                )
             self.compiled[key] = compile_program(
                 lowered.module,
                 strict=self.strict,
@@ -179,13 +279,34 @@ class NativeExecutor:
             )
         return self.compiled[key]
 
-    def __call__(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult:
-        prog = self.program_for(lowered)
-        args = [arrays[name] if kind == "input" else lowered.sources[name] for name, kind in prog.arg_names]
-        outputs = prog.kernel(args)
+    def _bind(self, lowered: Lowered) -> _Bound:
+        b = self._bound.get(id(lowered.module))
+        if b is None:
+            b = self._bound[id(lowered.module)] = _Bound(self.program_for(lowered), lowered, self._donate)
+        return b
+
+    def _run(self, b: _Bound, inputs: Mapping[str, Any], out: Mapping[str, Any] | None) -> list[np.ndarray]:
+        args = list(b.fixed)
+        for k, name in b.input_at:
+            args[k] = inputs[name]
+        outs = None
+        if out:
+            spec = b.kernel.spec
+            dtypes = {name: spec.result_dtypes[r] for r, name in b.exports}
+            checked = check_out(out, dtypes, [a for a in args if isinstance(a, np.ndarray)])
+            outs = [None] * len(b.prog.results)
+            for name, buf in checked.items():
+                outs[b.result_index[name]] = buf
+        return b.kernel(args, out=outs, donated=b.donated, keep_outputs=self.reuse_outputs, pool=b.pool)
+
+    def __call__(
+        self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any] | None = None
+    ) -> RunResult:
+        b = self._bind(lowered)
+        outputs = self._run(b, arrays, out)
         result = RunResult({})
         sinks: dict[int, tuple[str, dict[str, np.ndarray], Loc | None]] = {}
-        for (name, kind, value_name, loc, index), value in zip(prog.results, outputs):
+        for (name, kind, value_name, loc, index), value in zip(b.prog.results, outputs):
             if kind == "export":
                 result.exports[name] = value
             else:
@@ -195,3 +316,49 @@ class NativeExecutor:
             value = next(iter(values.values())) if len(values) == 1 else values
             result.sinks.append((path, value, loc))
         return result
+
+    def bind(
+        self, lowered: Lowered
+    ) -> Callable[[Mapping[str, Any], Mapping[str, Any] | None], dict[str, np.ndarray] | None] | None:
+        """A direct call for one signature: inputs by name to exports, or None when they do not fit it.
+
+        The returned function takes the same names as the validated call it
+        was made for; it returns None (the caller then takes the general path)
+        when ``out`` is given or an input is not a plain array of the dtype and
+        rank the kernel was compiled for. The kernel still checks every array
+        (static extents in Python, layout in ``fuse_enter``, dynamic extents in
+        the native code). None when the program writes sinks.
+        """
+        b = self._bind(lowered)
+        if len(b.exports) != len(b.prog.results) or b.donated:
+            return None  # sinks, or donated inputs (Runner.run copies those that are read-only or aliased)
+        kernel, pool, donated, keep = b.kernel, b.pool, b.donated, self.reuse_outputs
+        free, fixed, exports = pool.free, b.fixed, b.exports
+        gate = [(name, kernel._slots[k].dtype, kernel._slots[k].rank) for k, name in b.input_at]
+        at = [k for k, _ in b.input_at]
+        only_inputs = at == list(range(len(fixed)))
+        nd = np.ndarray
+
+        def call(inputs: Mapping[str, Any], out: Mapping[str, Any] | None) -> dict[str, np.ndarray] | None:
+            if out:
+                return None
+            args = []
+            for name, dtype, rank in gate:
+                a = inputs[name]
+                if type(a) is not nd or a.dtype is not dtype or a.ndim != rank:
+                    return None
+                args.append(a)
+            if not only_inputs:
+                full = list(fixed)
+                for k, a in zip(at, args):
+                    full[k] = a
+                args = full
+            state = free.pop() if free else pool.take()
+            try:
+                values = kernel._run(state, args, None, donated, keep)
+            finally:
+                state.end()
+                free.append(state)
+            return {name: values[r] for r, name in exports}
+
+        return call

@@ -3,7 +3,11 @@
 - :func:`optimize_ir` / :func:`emit_assembly`: the optimised IR text or the
   host assembly of a module (for ``fuse-opt --emit=llvm-ir|asm``);
 - :func:`jit_compile`: one MCJIT engine per kernel, returning a
-  :class:`JitFunction` whose ``fn`` is a ctypes function for ``fuse_main``.
+  :class:`JitFunction` whose ``fn`` is a ctypes function for ``fuse_main``
+  (with ``keep_object``, also the machine code MCJIT generated, as an ELF
+  object, and the external symbols it needs);
+- :func:`load_object`: the same from such an object (the disk cache: no
+  parsing, optimisation or code generation).
 
 The module is given the host's triple and data layout, optimised by the
 default ``O<n>`` module pipeline with loop and SLP vectorisation and loop
@@ -20,6 +24,7 @@ abort inside LLVM.
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 import threading
 import time
@@ -34,6 +39,8 @@ __all__ = [
     "JitFunction",
     "emit_assembly",
     "jit_compile",
+    "load_object",
+    "target_fingerprint",
     "optimize_ir",
     "register_symbol",
 ]
@@ -108,19 +115,6 @@ _DECLARE = re.compile(r"^declare [^@\n]*@([A-Za-z_.$][\w.$]*)\(", re.MULTILINE)
 _process = ctypes.CDLL(None)
 
 
-def _check_symbols(ir: str) -> None:
-    """Every declared non-intrinsic function must resolve (an unresolved one would abort inside LLVM)."""
-    for name in _DECLARE.findall(ir):
-        if name.startswith("llvm."):
-            continue
-        if name in ("fuse_dgemm", "fuse_sgemm"):
-            _ensure_blas()
-        if name in _symbols:
-            continue
-        if not hasattr(_process, name):
-            raise JitError(f"the kernel calls @{name}, which is neither registered nor found in the process")
-
-
 def _target_machine(opt_level: int, jit: bool) -> llvm.TargetMachine:
     """A target machine for the host CPU and its features (a fresh one: an MCJIT engine takes ownership)."""
     _init()
@@ -177,12 +171,19 @@ def emit_assembly(ir: str, *, opt_level: int = 3) -> str:
 
 @dataclass
 class JitFunction:
-    """A compiled kernel: ``fn`` is ``fuse_main`` as a ctypes function; the engine keeps the code alive."""
+    """A compiled kernel: ``fn`` is ``fuse_main`` as a ctypes function; the engine keeps the code alive.
+
+    ``object_code`` (when asked for) is the relocatable object MCJIT loaded
+    and ``symbols`` the external functions it calls, enough for
+    :func:`load_object` to rebuild the kernel in another process.
+    """
 
     fn: Any
     address: int
     engine: llvm.ExecutionEngine
     timings: dict[str, float] = field(default_factory=dict)
+    object_code: bytes | None = None
+    symbols: tuple[str, ...] = ()
 
     @property
     def compile_seconds(self) -> float:
@@ -190,9 +191,42 @@ class JitFunction:
         return sum(self.timings.values())
 
 
-def jit_compile(ir: str, *, name: str = "fuse_main", opt_level: int = 3, fn_type: Any = FUSE_MAIN_TYPE) -> JitFunction:
+@functools.cache
+def target_fingerprint() -> str:
+    """What machine code depends on besides the IR: triple, host CPU name and features, LLVM and llvmlite versions."""
+    import llvmlite
+
+    _init()
+    features = llvm.get_host_cpu_features().flatten()
+    version = ".".join(map(str, llvm.llvm_version_info))
+    return f"{llvm.get_default_triple()}|{llvm.get_host_cpu_name()}|{features}|llvm {version}|{llvmlite.__version__}"
+
+
+def _external_symbols(ir: str) -> tuple[str, ...]:
+    return tuple(sorted({n for n in _DECLARE.findall(ir) if not n.startswith("llvm.")}))
+
+
+def _resolve(symbols: tuple[str, ...]) -> None:
+    for name in symbols:
+        if name in ("fuse_dgemm", "fuse_sgemm"):
+            _ensure_blas()
+        if name in _symbols:
+            continue
+        if not hasattr(_process, name):
+            raise JitError(f"the kernel calls @{name}, which is neither registered nor found in the process")
+
+
+def jit_compile(
+    ir: str,
+    *,
+    name: str = "fuse_main",
+    opt_level: int = 3,
+    fn_type: Any = FUSE_MAIN_TYPE,
+    keep_object: bool = False,
+) -> JitFunction:
     """Optimise ``ir`` and compile it to machine code; return the function ``name`` as ``fn_type``."""
-    _check_symbols(ir)
+    symbols = _external_symbols(ir)
+    _resolve(symbols)
     with _lock:
         t0 = time.perf_counter()
         tm = _target_machine(opt_level, jit=True)
@@ -201,10 +235,38 @@ def jit_compile(ir: str, *, name: str = "fuse_main", opt_level: int = 3, fn_type
         _optimise(mod, tm, opt_level)
         t2 = time.perf_counter()
         engine = llvm.create_mcjit_compiler(mod, tm)
+        objects: list[bytes] = []
+        if keep_object:
+            engine.set_object_cache(lambda _module, buf: objects.append(bytes(buf)), None)
         engine.finalize_object()
         address = engine.get_function_address(name)
         t3 = time.perf_counter()
     if not address:
         raise JitError(f"the module defines no function @{name}")
     timings = {"parse": t1 - t0, "optimize": t2 - t1, "codegen": t3 - t2}
-    return JitFunction(fn_type(address), address, engine, timings)
+    obj = objects[0] if len(objects) == 1 else None
+    return JitFunction(fn_type(address), address, engine, timings, obj, symbols)
+
+
+def load_object(
+    obj: bytes, symbols: tuple[str, ...], *, name: str = "fuse_main", fn_type: Any = FUSE_MAIN_TYPE
+) -> JitFunction:
+    """Link an object made by :func:`jit_compile` (``keep_object``) into a new engine; return ``name`` from it."""
+    _resolve(symbols)
+    with _lock:
+        t0 = time.perf_counter()
+        tm = _target_machine(0, jit=True)
+        empty = llvm.parse_assembly("")
+        empty.triple = tm.triple
+        empty.data_layout = str(tm.target_data)
+        engine = llvm.create_mcjit_compiler(empty, tm)
+        try:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        except RuntimeError as err:
+            raise JitError(f"cannot load cached machine code: {err}") from None
+        engine.finalize_object()
+        address = engine.get_function_address(name)
+        t1 = time.perf_counter()
+    if not address:
+        raise JitError(f"the cached object defines no function @{name}")
+    return JitFunction(fn_type(address), address, engine, {"load": t1 - t0}, obj, symbols)

@@ -12,101 +12,60 @@ the constructor (by name). Without ``fuse.args`` every slot is an input. The
 result is one array per result slot, in slot order.
 
 Inputs are validated here (dtype, rank, static extents; a boolean array is
-accepted for an ``i8`` slot; non-contiguous or misaligned arrays are copied),
-so native code checks only value-dependent facts. Buffers that native code
-asks for (``fuse_alloc``) are 64-byte aligned NumPy ``uint8`` arrays kept in a
-per-call table keyed by address; results are views of them (no copy), and a
-result that points at memory the runtime does not own (an input or a constant)
-is copied. A non-zero return code becomes ``FuseRuntimeError(message.format(a,
-b), loc)`` from ``fuse.errors``; an exception raised by a host call is re-raised.
+accepted for an ``i8`` slot; non-contiguous or misaligned arrays are copied,
+the layout check itself running natively in ``fuse_enter``), so native code
+checks only value-dependent facts. Buffers that native code asks for
+(``fuse_alloc``) come from a reusable arena (:mod:`.arena`), one buffer per
+``loop.alloc`` id, kept across calls; results above :data:`SMALL_RESULT`
+bytes are handed over without a copy (the arena restocks), smaller ones are
+copied, and with ``keep_outputs`` they stay in the arena. A result that points
+at memory the runtime does not own (an input or a constant) is copied. The
+caller's ``out`` buffers and donated inputs can back allocations for one call
+(:meth:`NativeKernel.__call__`). A non-zero return code becomes
+``FuseRuntimeError(message.format(a, b), loc)`` from ``fuse.errors``; an
+exception raised by a host call is re-raised. :class:`KernelSpec` holds the
+tables read from the module, so a kernel can be rebuilt from the disk cache
+without it.
 """
 
 from __future__ import annotations
 
+import base64
 import ctypes
-import itertools
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, SSAValue
 
+from fuse_mlir.backends.outputs import fill_out
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
-from fuse_mlir.passes.lower_loop_to_llvm import ERR_ALLOC, ERR_HOST_CALL, abi_layout, host_call_id, lower_module
+from fuse_mlir.passes.lower_loop_to_llvm import (
+    ERR_ALLOC,
+    ERR_HOST_CALL,
+    abi_layout,
+    alloc_id,
+    host_call_id,
+    lower_module,
+    reuse_table,
+)
 
+from . import arena
+from .arena import DATA_OFFSET, ERR_LAYOUT, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
 from .emit import emit_llvm_ir
 from .jit import JitFunction, emit_assembly, jit_compile, optimize_ir, register_symbol
 
-__all__ = ["NativeKernel", "host_call_impl"]
+__all__ = ["KernelSpec", "NativeKernel", "host_call_impl"]
 
-ALIGN = 64
-
-# --------------------------------------------------------------------------- per-call state and callbacks
-
-_contexts: dict[int, _CallContext] = {}
-_ids = itertools.count(1)
-
-
-@dataclass
-class _Alloc:
-    base: np.ndarray
-    offset: int
-    nbytes: int
-    handed_out: bool = False
-
-
-def _address(a: np.ndarray) -> int:
-    """The data address of an array (the ctypes buffer route is ~7x faster than ``a.ctypes.data``)."""
-    try:
-        return _addressof(_c_char.from_buffer(a))
-    except (TypeError, ValueError, BufferError):
-        return a.ctypes.data
-
-
-_addressof = ctypes.addressof
-_c_char = ctypes.c_char
-
-
-class _CallContext:
-    """What one ``fuse_main`` call owns: its allocations and a pending host-call exception."""
-
-    __slots__ = ("allocs", "error", "kernel")
-
-    def __init__(self, kernel: NativeKernel):
-        self.kernel = kernel
-        self.allocs: dict[int, _Alloc] = {}
-        self.error: BaseException | None = None
-
-    def alloc(self, nbytes: int) -> int:
-        base = np.empty(nbytes + ALIGN, dtype=np.uint8)
-        addr = _address(base)
-        off = (-addr) % ALIGN
-        self.allocs[addr + off] = _Alloc(base, off, nbytes)
-        return addr + off
-
-    def array_at(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """The result array at ``ptr``: a view of an owned buffer (first time), else a copy."""
-        nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes == 0:
-            return np.empty(shape, dtype=dtype)
-        owner = self.allocs.get(ptr)
-        if owner is None:
-            for addr, a in self.allocs.items():
-                if addr <= ptr and ptr + nbytes <= addr + a.nbytes:
-                    owner = a
-                    break
-        if owner is not None and not owner.handed_out and self.allocs.get(ptr) is owner:
-            owner.handed_out = True
-            start = owner.offset
-            return owner.base[start : start + nbytes].view(dtype).reshape(shape)
-        return _foreign(ptr, shape, dtype).copy()
+# --------------------------------------------------------------------------- callbacks
 
 
 def _foreign(ptr: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
@@ -118,7 +77,6 @@ def _foreign(ptr: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
     return np.frombuffer(raw, dtype=dtype).reshape(tuple(shape))
 
 
-_ALLOC_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _HOST_CALL_TYPE = ctypes.CFUNCTYPE(
     ctypes.c_int32,
     ctypes.c_void_p,
@@ -130,17 +88,6 @@ _HOST_CALL_TYPE = ctypes.CFUNCTYPE(
 )
 
 
-def _fuse_alloc(rt: int | None, nbytes: int) -> int | None:
-    ctx = _contexts.get(rt or 0)
-    if ctx is None:
-        return None
-    try:
-        return ctx.alloc(int(nbytes))
-    except BaseException as err:  # noqa: BLE001 - must not unwind through native frames
-        ctx.error = err
-        return None
-
-
 def _fuse_host_call(
     rt: int | None,
     call_id: int,
@@ -149,7 +96,7 @@ def _fuse_host_call(
     out_ptrs: Any,
     out_shapes: Any,
 ) -> int:
-    ctx = _contexts.get(rt or 0)
+    ctx = state_at(rt)
     if ctx is None:
         return 1
     try:
@@ -170,7 +117,7 @@ def _fuse_host_call(
                 raise FuseRuntimeError(
                     f"host call {spec.fn}: result #{k} has shape {arr.shape}, expected rank {len(static)}"
                 )
-            ptr = ctx.alloc(arr.nbytes)
+            ptr = ctx.extra(arr.nbytes)
             if arr.nbytes:
                 ctypes.memmove(ptr, arr.ctypes.data, arr.nbytes)
             out_ptrs[k] = ptr
@@ -183,9 +130,7 @@ def _fuse_host_call(
         return 1
 
 
-_alloc_cb = _ALLOC_TYPE(_fuse_alloc)
 _host_call_cb = _HOST_CALL_TYPE(_fuse_host_call)
-register_symbol("fuse_alloc", ctypes.cast(_alloc_cb, ctypes.c_void_p).value or 0, _alloc_cb)
 register_symbol("fuse_host_call", ctypes.cast(_host_call_cb, ctypes.c_void_p).value or 0, _host_call_cb)
 
 
@@ -315,87 +260,317 @@ def _decode_loc(text: str) -> Loc | None:
         return None
 
 
+# --------------------------------------------------------------------------- the kernel's tables
+
+
+def _alloc_table(module: ModuleOp) -> tuple[int, list[int | None]]:
+    """The number of arena slots (loop.alloc ids) and, per result slot, the alloc id of its buffer (or None)."""
+    ids: dict[SSAValue, int] = {}
+    n = 0
+    for op in module.walk():
+        if isinstance(op, loop.AllocOp):
+            k = alloc_id(op, len(ids))
+            ids[op.result] = k
+            n = max(n, k + 1)
+    results: dict[int, int | None] = {}
+    for op in module.walk():
+        if isinstance(op, loop.ResultOp):
+            results[op.slot.value.data] = ids.get(op.buffer)
+    count = max(results, default=-1) + 1
+    return n, [results.get(r) for r in range(count)]
+
+
+def _dtype_name(d: np.dtype | None) -> str | None:
+    return None if d is None else d.str
+
+
+def _array_json(a: np.ndarray) -> dict[str, Any]:
+    return {"dtype": a.dtype.str, "shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode()}
+
+
+def _array_from_json(j: Mapping[str, Any]) -> np.ndarray:
+    raw = base64.b64decode(j["data"])
+    return np.frombuffer(raw, dtype=np.dtype(j["dtype"])).reshape(tuple(j["shape"])).copy()
+
+
+@dataclass
+class KernelSpec:
+    """Everything the runtime needs to call a kernel, read from its loop module (or from the disk cache as JSON).
+
+    Per argument slot: name, kind, element dtype and static extents (None
+    for a slot no ``loop.arg`` reads), offset into ``arg_shapes`` and, for a
+    constant, its value; per result slot: name, dtype, rank, offset into
+    ``result_shapes`` and the ``loop.alloc`` id of its buffer; the arena size,
+    ``fuse.errors``, ``fuse.host_calls`` and ``fuse.reuse``.
+    """
+
+    arg_names: list[str]
+    arg_kinds: list[str]
+    arg_dtypes: list[np.dtype | None]
+    arg_static: list[tuple[int, ...] | None]
+    arg_offsets: list[int]
+    constants: dict[int, np.ndarray]
+    result_names: list[str]
+    result_dtypes: list[np.dtype]
+    result_ranks: list[int]
+    result_offsets: list[int]
+    result_allocs: list[int | None]
+    n_arg_extents: int
+    n_result_extents: int
+    n_allocs: int
+    errors: list[tuple[str, str]]
+    host_calls: dict[int, HostCallSpec]
+    reuse: list[tuple[int, str]]
+
+    @classmethod
+    def from_module(cls, module: ModuleOp, constants: Mapping[str, np.ndarray]) -> KernelSpec:
+        layout = abi_layout(module)
+        slots = _arg_slots(module, len(layout.arg_types), constants)
+        if len(slots) < len(layout.arg_types):
+            raise FuseError("loop.arg uses a slot beyond fuse.args")
+        for t in layout.result_types:
+            if t is None:
+                raise FuseError("a result slot is never written by loop.result")
+        attr = module.attributes.get("fuse.results")
+        if attr is None:
+            names = [f"result{k}" for k in range(len(layout.result_types))]
+        else:
+            names = [_str(_strs(e)[0]) for e in _strs(attr)]
+        types = [t for t in layout.result_types if t is not None]
+        n_allocs, result_allocs = _alloc_table(module)
+        result_allocs += [None] * (len(types) - len(result_allocs))
+        arg_types = [layout.arg_types[k] if k < len(layout.arg_types) else None for k in range(len(slots))]
+        try:
+            reuse = reuse_table(module)
+        except ValueError as err:
+            raise FuseError(str(err)) from None
+        return cls(
+            arg_names=[s.name for s in slots],
+            arg_kinds=[s.kind for s in slots],
+            arg_dtypes=[_dtype(t) if t is not None else None for t in arg_types],
+            arg_static=[tuple(t.get_shape()) if t is not None else None for t in arg_types],
+            arg_offsets=[layout.arg_offsets[k] if arg_types[k] is not None else 0 for k in range(len(slots))],
+            constants={k: s.value for k, s in enumerate(slots) if s.kind == "constant" and s.value is not None},
+            result_names=names,
+            result_dtypes=[_dtype(t) for t in types],
+            result_ranks=[len(t.get_shape()) for t in types],
+            result_offsets=list(layout.result_offsets[: len(types)]),
+            result_allocs=result_allocs[: len(types)],
+            n_arg_extents=layout.n_arg_extents,
+            n_result_extents=layout.n_result_extents,
+            n_allocs=n_allocs,
+            errors=_errors(module),
+            host_calls=_host_calls(module),
+            reuse=reuse,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able form (constants as base64 bytes); raises TypeError when a host-call parameter is not JSON."""
+        hc = {
+            str(k): {
+                "fn": h.fn,
+                "params": h.params,
+                "inputs": [[d.str, r] for d, r in h.inputs],
+                "outputs": [[d.str, list(s)] for d, s in h.outputs],
+            }
+            for k, h in self.host_calls.items()
+        }
+        out = {
+            "arg_names": self.arg_names,
+            "arg_kinds": self.arg_kinds,
+            "arg_dtypes": [_dtype_name(d) for d in self.arg_dtypes],
+            "arg_static": [None if s is None else list(s) for s in self.arg_static],
+            "arg_offsets": self.arg_offsets,
+            "constants": {str(k): _array_json(v) for k, v in self.constants.items()},
+            "result_names": self.result_names,
+            "result_dtypes": [d.str for d in self.result_dtypes],
+            "result_ranks": self.result_ranks,
+            "result_offsets": self.result_offsets,
+            "result_allocs": self.result_allocs,
+            "n_arg_extents": self.n_arg_extents,
+            "n_result_extents": self.n_result_extents,
+            "n_allocs": self.n_allocs,
+            "errors": [list(e) for e in self.errors],
+            "host_calls": hc,
+            "reuse": [list(r) for r in self.reuse],
+        }
+        json.dumps(out)  # fail here (TypeError) rather than when writing
+        return out
+
+    @classmethod
+    def from_json(cls, j: Mapping[str, Any]) -> KernelSpec:
+        hc = {
+            int(k): HostCallSpec(
+                h["fn"],
+                dict(h["params"]),
+                tuple((np.dtype(d), int(r)) for d, r in h["inputs"]),
+                tuple((np.dtype(d), tuple(s)) for d, s in h["outputs"]),
+            )
+            for k, h in j["host_calls"].items()
+        }
+        return cls(
+            arg_names=list(j["arg_names"]),
+            arg_kinds=list(j["arg_kinds"]),
+            arg_dtypes=[None if d is None else np.dtype(d) for d in j["arg_dtypes"]],
+            arg_static=[None if s is None else tuple(s) for s in j["arg_static"]],
+            arg_offsets=list(j["arg_offsets"]),
+            constants={int(k): _array_from_json(v) for k, v in j["constants"].items()},
+            result_names=list(j["result_names"]),
+            result_dtypes=[np.dtype(d) for d in j["result_dtypes"]],
+            result_ranks=list(j["result_ranks"]),
+            result_offsets=list(j["result_offsets"]),
+            result_allocs=list(j["result_allocs"]),
+            n_arg_extents=int(j["n_arg_extents"]),
+            n_result_extents=int(j["n_result_extents"]),
+            n_allocs=int(j["n_allocs"]),
+            errors=[(str(a), str(b)) for a, b in j["errors"]],
+            host_calls=hc,
+            reuse=[(int(a), str(b)) for a, b in j["reuse"]],
+        )
+
+
 # --------------------------------------------------------------------------- the kernel
 
 
 @dataclass
 class _Slot:
-    """Validation data of one argument slot."""
+    """Validation data of one argument slot (``checks``: the (axis, extent) pairs of its static extents)."""
 
     index: int
     name: str
     dtype: np.dtype | None
     static: tuple[int, ...] | None
     offset: int
+    rank: int
+    checks: tuple[tuple[int, int], ...]
 
 
-@dataclass(eq=False)
 class NativeKernel:
-    """A loop-level module compiled to native code; call it with the input/source arrays in slot order."""
+    """A loop-level module compiled to native code; call it with the input/source arrays in slot order.
 
-    module: ModuleOp
-    constants: Mapping[str, np.ndarray] = field(default_factory=dict)
-    strict: bool = False
-    opt_level: int = 3
+    ``NativeKernel(module, constants, strict, opt_level)`` compiles;
+    :meth:`from_parts` rebuilds one from a :class:`KernelSpec` and loaded
+    machine code (the disk cache).
+    """
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        module: ModuleOp,
+        constants: Mapping[str, np.ndarray] | None = None,
+        strict: bool = False,
+        opt_level: int = 3,
+        *,
+        keep_object: bool = False,
+    ):
+        install_allocator()
         t0 = time.perf_counter()
-        self.layout = abi_layout(self.module)
-        self.arg_slots = _arg_slots(self.module, len(self.layout.arg_types), self.constants)
-        if len(self.arg_slots) < len(self.layout.arg_types):
-            raise FuseError("loop.arg uses a slot beyond fuse.args")
-        self.result_names = self._result_names()
-        self.errors = _errors(self.module)
-        self.host_calls = _host_calls(self.module)
-        self._slots: list[_Slot] = []
-        for k, slot in enumerate(self.arg_slots):
-            t = self.layout.arg_types[k] if k < len(self.layout.arg_types) else None
-            dtype = _dtype(t) if t is not None else None
-            static = tuple(t.get_shape()) if t is not None else None
-            self._slots.append(_Slot(k, slot.name, dtype, static, self.layout.arg_offsets[k] if t is not None else 0))
-        self.input_slots = [k for k, s in enumerate(self.arg_slots) if s.kind != "constant"]
-        self._fixed: list[np.ndarray | None] = [None] * len(self.arg_slots)
-        for k, s in enumerate(self.arg_slots):
-            if s.kind == "constant":
-                assert s.value is not None
-                self._fixed[k] = self._prepare(k, s.value)
-        for t in self.layout.result_types:
-            if t is None:
-                raise FuseError("a result slot is never written by loop.result")
-        self._result_dtypes = [_dtype(t) for t in self.layout.result_types if t is not None]
-        self._result_ranks = [len(t.get_shape()) for t in self.layout.result_types if t is not None]
-        n_args, n_res = len(self.arg_slots), len(self._result_dtypes)
-        o_shapes = n_args
-        o_results = o_shapes + self.layout.n_arg_extents
-        o_rshapes = o_results + n_res
-        o_err = o_rshapes + self.layout.n_result_extents
-        self._scratch = (o_shapes, o_results, o_rshapes, o_err, o_err + 3)
-        lowered = self.module.clone()
-        lower_module(lowered, strict=self.strict)
+        self.module: ModuleOp | None = module
+        self.strict = strict
+        self.opt_level = opt_level
+        spec = KernelSpec.from_module(module, constants or {})
+        lowered = module.clone()
+        lower_module(lowered, strict=strict)
         t1 = time.perf_counter()
-        self.llvm_ir = emit_llvm_ir(lowered)
+        self.llvm_ir: str | None = emit_llvm_ir(lowered)
         t2 = time.perf_counter()
-        self.jit: JitFunction = jit_compile(self.llvm_ir, opt_level=self.opt_level)
-        self.timings = {"lower": t1 - t0, "emit": t2 - t1, **self.jit.timings}
+        jit = jit_compile(self.llvm_ir, opt_level=opt_level, keep_object=keep_object)
+        self._setup(spec, jit, {"lower": t1 - t0, "emit": t2 - t1, **jit.timings})
+
+    @classmethod
+    def from_parts(cls, spec: KernelSpec, jit: JitFunction, strict: bool = False, opt_level: int = 3) -> NativeKernel:
+        """A kernel from its tables and already compiled code (no module, no LLVM IR)."""
+        install_allocator()
+        self = cls.__new__(cls)
+        self.module = None
+        self.llvm_ir = None
+        self.strict = strict
+        self.opt_level = opt_level
+        self._setup(spec, jit, dict(jit.timings))
+        return self
+
+    def _setup(self, spec: KernelSpec, jit: JitFunction, timings: dict[str, float]) -> None:
+        self.spec = spec
+        self.jit = jit
+        self._fn = jit.fn
+        self.timings = timings
+        self.result_names = spec.result_names
+        self.errors = spec.errors
+        self.host_calls = spec.host_calls
+        self.arg_slots = [
+            ArgSlot(n, kind, spec.constants.get(k)) for k, (n, kind) in enumerate(zip(spec.arg_names, spec.arg_kinds))
+        ]
+        self._slots = []
+        for k, name in enumerate(spec.arg_names):
+            static = spec.arg_static[k]
+            checks = tuple((a, e) for a, e in enumerate(static) if e >= 0) if static is not None else ()
+            rank = len(static) if static is not None else -1
+            self._slots.append(_Slot(k, name, spec.arg_dtypes[k], static, spec.arg_offsets[k], rank, checks))
+        self.input_slots = [k for k, kind in enumerate(spec.arg_kinds) if kind != "constant"]
+        self._inputs = [(k, self._slots[k]) for k in self.input_slots]
+        self._fixed: list[np.ndarray | None] = [None] * len(spec.arg_names)
+        for k, value in spec.constants.items():
+            self._fixed[k] = self._prepare(k, value)
+        self._result_dtypes = spec.result_dtypes
+        self._result_ranks = spec.result_ranks
+        n_args, n_res = len(spec.arg_names), len(spec.result_dtypes)
+        o_shapes = n_args
+        o_results = o_shapes + spec.n_arg_extents
+        o_rshapes = o_results + n_res
+        o_err = o_rshapes + spec.n_result_extents
+        self._scratch = (o_shapes, o_results, o_rshapes, o_err, o_err + 3)
+        self._results = [(spec.result_dtypes[r], spec.result_ranks[r], spec.result_offsets[r]) for r in range(n_res)]
+        self._pool = StatePool(self)
+        self._enter = arena.enter
+        self._unbox = DATA_OFFSET is not None and FLAGS_OFFSET is not None
 
     @property
     def compile_seconds(self) -> float:
         """Wall time from loop-level module to machine code."""
         return sum(self.timings.values())
 
+    def _ir(self) -> str:
+        if self.llvm_ir is None:
+            raise FuseError("this kernel was loaded from the compile cache: its LLVM IR is not kept")
+        return self.llvm_ir
+
     def optimized_ir(self) -> str:
         """The LLVM IR after the optimisation pipeline (recomputed)."""
-        return optimize_ir(self.llvm_ir, opt_level=self.opt_level)
+        return optimize_ir(self._ir(), opt_level=self.opt_level)
 
     def assembly(self) -> str:
         """The host assembly of the kernel (recomputed)."""
-        return emit_assembly(self.llvm_ir, opt_level=self.opt_level)
+        return emit_assembly(self._ir(), opt_level=self.opt_level)
 
-    def _result_names(self) -> list[str]:
-        attr = self.module.attributes.get("fuse.results")
-        if attr is None:
-            return [f"result{k}" for k in range(len(self.layout.result_types))]
-        return [_str(_strs(e)[0]) for e in _strs(attr)]
+    def new_state(self) -> CallState:
+        """A fresh runtime block for this kernel: constant slots and the ``fuse_enter`` block filled in once."""
+        o_shapes, o_results, o_rshapes, o_err, total = self._scratch
+        n_in = len(self.input_slots)
+        state = CallState(self, self.spec.n_allocs, total + 10 + n_in)
+        w, base = state.words, state.scratch
+        for k, a in enumerate(self._fixed):
+            if a is not None:
+                w[base + k] = address(a)
+                s = self._slots[k]
+                if s.static is not None:
+                    at = base + o_shapes + s.offset
+                    w[at : at + a.ndim] = a.shape
+        state.call = (
+            state.rt + 8 * base,
+            state.rt + 8 * (base + o_shapes),
+            state.rt + 8 * (base + o_results),
+            state.rt + 8 * (base + o_rshapes),
+            state.rt + 8 * (base + o_err),
+            state.rt,
+        )
+        blk = base + total
+        w[blk] = self.jit.address
+        w[blk + 1 : blk + 7] = state.call
+        w[blk + 7] = DATA_OFFSET or 0
+        w[blk + 8] = n_in if self._unbox else 0  # otherwise the slots hold data addresses already
+        w[blk + 9] = FLAGS_OFFSET or 0
+        w[blk + 10 : blk + 10 + n_in] = self.input_slots
+        state.block = state.rt + 8 * blk
+        return state
 
     def _prepare(self, k: int, value: Any) -> np.ndarray:
         """``value`` as the contiguous array slot ``k`` expects, or a FuseRuntimeError."""
@@ -417,43 +592,185 @@ class NativeKernel:
             a = np.ascontiguousarray(a)
         return a
 
-    def __call__(self, arrays: Sequence[Any]) -> list[np.ndarray]:
-        """Run on the input/source arrays (slot order); return the result arrays (slot order)."""
+    def __call__(
+        self,
+        arrays: Sequence[Any],
+        *,
+        out: Sequence[np.ndarray | None] | None = None,
+        donated: Mapping[str, bool] | None = None,
+        keep_outputs: bool = False,
+        pool: StatePool | None = None,
+    ) -> list[np.ndarray]:
+        """Run on the input/source arrays (slot order); return the result arrays (slot order).
+
+        ``out[r]``, when given, receives result ``r`` (written in place when
+        its buffer can back the result's ``loop.alloc``, else copied in; the
+        caller has checked it is a writeable C-contiguous array of the
+        result's dtype overlapping no input). ``donated`` names the inputs
+        whose arrays may back the allocs ``fuse.reuse`` pairs them with.
+        ``keep_outputs`` leaves result buffers in the arena (the next call
+        with the same ``pool`` overwrites them); otherwise results are handed
+        over and the arena restocks. ``pool`` is the caller's state pool (the
+        kernel's own by default).
+        """
         if len(arrays) != len(self.input_slots):
             raise FuseRuntimeError(f"expected {len(self.input_slots)} input arrays, got {len(arrays)}")
-        slot_arrays = list(self._fixed)
-        for k, a in zip(self.input_slots, arrays):
-            slot_arrays[k] = self._prepare(k, a)
-        # One int64 scratch array: [args | arg_shapes | results | result_shapes | err].
-        o_shapes, o_results, o_rshapes, o_err, total = self._scratch
-        scratch = np.zeros(total, dtype=np.int64)
-        for k, a in enumerate(slot_arrays):
-            assert a is not None
-            scratch[k] = _address(a)
-            off = self._slots[k].offset
-            if a.ndim and self._slots[k].static is not None:
-                scratch[o_shapes + off : o_shapes + off + a.ndim] = a.shape
-        base = _address(scratch)
-        ctx = _CallContext(self)
-        rt = next(_ids)
-        _contexts[rt] = ctx
+        pool = pool or self._pool
+        state = pool.take()
         try:
-            rc = self.jit.fn(
-                base, base + 8 * o_shapes, base + 8 * o_results, base + 8 * o_rshapes, base + 8 * o_err, rt
-            )
-            if rc != 0:
-                self._raise(int(rc), ctx, scratch[o_err : o_err + 3])
-            out = []
-            ptrs = scratch[o_results:o_rshapes].tolist()
-            shapes = scratch[o_rshapes:o_err].tolist()
-            for k, (dtype, rank) in enumerate(zip(self._result_dtypes, self._result_ranks)):
-                off = self.layout.result_offsets[k]
-                out.append(ctx.array_at(ptrs[k], tuple(shapes[off : off + rank]), dtype))
-            return out
+            return self._run(state, arrays, out, donated, keep_outputs)
         finally:
-            del _contexts[rt]
+            state.end()
+            pool.give(state)
 
-    def _raise(self, rc: int, ctx: _CallContext, err: np.ndarray) -> None:
+    def _run(
+        self,
+        state: CallState,
+        arrays: Sequence[Any],
+        out: Sequence[np.ndarray | None] | None,
+        donated: Mapping[str, bool] | None,
+        keep: bool,
+    ) -> list[np.ndarray]:
+        held = self._fill(state, arrays, not self._unbox)
+        state.begin()
+        bound = self._bind(state, held, out, donated) if out is not None or donated else None
+        try:
+            rc = self._enter(state.block)
+            if rc == ERR_LAYOUT:  # an input needs a contiguous, aligned copy: native code checked the flags
+                held = self._fill(state, held, True)
+                rc = self._enter(state.block)
+            v, base = state.view, state.scratch
+            o_shapes, o_results, o_rshapes, o_err, _ = self._scratch
+            if rc != 0:
+                self._raise(int(rc), state, state.words[base + o_err : base + o_err + 3])
+            at_ptr, at_shape = base + o_results, base + o_rshapes
+            results = []
+            taken: set[int] = set()
+            for r, (dtype, rank, off) in enumerate(self._results):
+                at = at_shape + off
+                shape = tuple(v[at : at + rank]) if rank else ()
+                results.append(self._take(state, v[at_ptr + r], shape, dtype, keep, taken, bound, r))
+            if out is not None:
+                for r, o in enumerate(out):
+                    if o is not None and results[r] is not o:
+                        results[r] = fill_out(o, results[r], self.result_names[r])
+            return results
+        finally:
+            if bound:
+                for _, _, aid, _ in bound.values():
+                    state.unbind(aid)
+
+    def _fill(self, state: CallState, arrays: Sequence[Any], full: bool) -> list[np.ndarray]:
+        """Write the inputs' pointers (or, for ``fuse_enter`` to read, their ids) and extents into the scratch.
+
+        Plain arrays of the slot's dtype and rank take the short way; ``full``
+        also checks contiguity and alignment here (copying when needed) rather
+        than leaving that to ``fuse_enter``. Returns the arrays actually passed,
+        which the caller keeps alive until the call returns.
+        """
+        v, base = state.view, state.scratch
+        at_shapes = base + self._scratch[0]
+        held = []
+        for (k, s), a in zip(self._inputs, arrays):
+            if full or type(a) is not _ndarray or a.dtype is not s.dtype or a.ndim != s.rank:
+                a = self._prepare(k, a)
+            elif s.checks:
+                shape = a.shape
+                for axis, want in s.checks:
+                    if shape[axis] != want:
+                        a = self._prepare(k, a)  # raises
+            held.append(a)
+            v[base + k] = id(a) if self._unbox else address(a)
+            if s.rank > 0:
+                at = at_shapes + s.offset
+                for e in a.shape:
+                    v[at] = e
+                    at += 1
+        return held
+
+    def _bind(
+        self,
+        state: CallState,
+        held: list[np.ndarray],
+        out: Sequence[np.ndarray | None] | None,
+        donated: Mapping[str, bool] | None,
+    ) -> dict[int, tuple[str, np.ndarray, int, int]]:
+        """Point arena slots at the caller's ``out`` buffers and donated inputs for this call; returns them by address."""
+        bound: dict[int, tuple[str, np.ndarray, int, int]] = {}
+        if out is not None:
+            for r, o in enumerate(out):
+                aid = self.spec.result_allocs[r]
+                if o is not None and aid is not None:
+                    addr = address(o)
+                    state.bind(aid, addr, o.nbytes)
+                    bound[addr] = ("out", o, aid, r)
+        if donated:
+            for aid, name in self.spec.reuse:
+                if not donated.get(name) or not 0 <= aid < state.n or name not in self.spec.arg_names:
+                    continue
+                k = self.spec.arg_names.index(name)
+                a = held[self.input_slots.index(k)] if k in self.input_slots else None
+                if a is not None and a.nbytes and a.flags.writeable and a.flags.c_contiguous:
+                    addr = address(a)
+                    state.bind(aid, addr, a.nbytes)
+                    bound[addr] = ("donated", a, aid, -1)
+        return bound
+
+    def _take(
+        self,
+        state: CallState,
+        ptr: int,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        keep: bool,
+        taken: set[int],
+        bound: Mapping[int, tuple[str, np.ndarray, int, int]] | None,
+        r: int,
+    ) -> np.ndarray:
+        """Result ``r`` at ``ptr``: a buffer the runtime may hand over (first time), else a copy.
+
+        An arena buffer is handed over and its slot restocked (or, up to
+        :data:`SMALL_RESULT` bytes, copied: cheaper than a new buffer); with
+        ``keep`` it stays in the arena.
+        """
+        if not keep and ptr not in taken:
+            view = state.views.get((ptr, shape, dtype))
+            if view is not None:  # a small result seen before at this address: copy it out
+                taken.add(ptr)
+                return view.copy()
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes == 0:
+            return np.empty(shape, dtype=dtype)
+        if ptr not in taken:
+            k = state.by_addr.get(ptr)
+            if k is not None:
+                b, off, _, cap = state.own[k]  # type: ignore[misc]
+                if nbytes <= cap:
+                    taken.add(ptr)
+                    if keep:
+                        return _ndarray(shape, dtype, b, off)
+                    if nbytes <= SMALL_RESULT:
+                        view = state.views[(ptr, shape, dtype)] = _ndarray(shape, dtype, b, off)
+                        return view.copy()
+                    state.restock(k, cap)
+                    return _ndarray(shape, dtype, b, off)
+            e = state.extras.get(ptr)
+            if e is not None and nbytes <= e[2]:
+                taken.add(ptr)
+                return _ndarray(shape, dtype, e[0], e[1])
+            f = bound.get(ptr) if bound else None
+            if f is not None:
+                kind, what, _, slot = f
+                if kind == "out":
+                    if slot == r and what.shape == shape and what.dtype == dtype:
+                        taken.add(ptr)
+                        return what
+                elif nbytes <= what.nbytes:
+                    taken.add(ptr)
+                    return _ndarray(shape, dtype, what.reshape(-1).view(np.uint8), 0)
+        return _foreign(ptr, shape, dtype).copy()
+
+    def _raise(self, rc: int, ctx: CallState, err: np.ndarray) -> None:
         code, a, b = (int(x) for x in err)
         if ctx.error is not None:
             e = ctx.error
@@ -473,3 +790,8 @@ class NativeKernel:
                 text = message
             raise FuseRuntimeError(text, _decode_loc(loc))
         raise FuseRuntimeError(f"native code failed with code {code} (details {a}, {b})")
+
+
+_ndarray = np.ndarray
+SMALL_RESULT = 4096
+"""Results up to this many bytes are copied out of the arena rather than handed over (a copy is cheaper)."""

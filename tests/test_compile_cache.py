@@ -1,0 +1,181 @@
+"""The persistent compile cache: hits in a second process, corrupt entries rebuilt, ``cache=False``, the folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuse_mlir import Program
+from fuse_mlir.backends.llvm import diskcache, executor
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = "S = exp(X[i]) Y2[i] + Z[i]\nT[i] = tanh(X[i]) * 2\nexport S\nexport T"
+
+SCRIPT = """
+import json, sys, numpy as np
+from fuse_mlir import Program
+from fuse_mlir.backends.llvm.executor import compile_program
+p = Program(sys.argv[1])
+c = compile_program(p.lower().module)
+x = np.linspace(-1, 1, 7)
+r = p.compile("llvm")(X=x, Y2=x, Z=x)
+print(json.dumps({"from_disk": c.from_disk, "S": float(r["S"]), "T": r["T"].tolist()}))
+"""
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted((folder / "kernels").glob("*.bin"))
+
+
+def _run_process(folder: Path, source: str = SRC) -> dict:
+    env = {**os.environ, "FUSE_CACHE_DIR": str(folder), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, source], env=env, capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _want() -> tuple[float, list[float]]:
+    x = np.linspace(-1, 1, 7)
+    return float((np.exp(x) * x + x).sum()), (np.tanh(x) * 2).tolist()
+
+
+def test_second_process_loads_from_disk(tmp_path: Path) -> None:
+    first = _run_process(tmp_path)
+    assert not first["from_disk"]
+    assert len(_entries(tmp_path)) == 1
+    second = _run_process(tmp_path)
+    assert second["from_disk"]
+    s, t = _want()
+    for r in (first, second):
+        assert r["S"] == pytest.approx(s, rel=1e-12)
+        np.testing.assert_allclose(r["T"], t, rtol=1e-12)
+
+
+@pytest.fixture
+def fresh_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An empty in-memory kernel cache and a private cache folder."""
+    monkeypatch.setattr(executor, "_CACHE", {})
+    monkeypatch.setenv("FUSE_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _compile() -> executor.CompiledProgram:
+    executor._CACHE.clear()
+    return executor.compile_program(Program(SRC).lower().module)
+
+
+def _check(compiled: executor.CompiledProgram) -> None:
+    x = np.linspace(-1, 1, 7)
+    s, t = _want()
+    got = compiled.kernel([x, x, x])
+    assert float(got[0]) == pytest.approx(s, rel=1e-12)
+    np.testing.assert_allclose(got[1], t, rtol=1e-12)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "other_key"])
+def test_damaged_entry_is_rebuilt(fresh_memory: Path, damage: str) -> None:
+    _check(_compile())
+    (entry,) = _entries(fresh_memory)
+    data = entry.read_bytes()
+    if damage == "truncate":
+        entry.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":
+        entry.write_bytes(data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:])
+    elif damage == "garbage":
+        entry.write_bytes(os.urandom(len(data)))
+    elif damage == "empty":
+        entry.write_bytes(b"")
+    else:  # a valid entry filed under the wrong key (a stale copy): its header names another key
+        other = Program("Y[i] = X[i] + 1\nexport Y").lower().module
+        executor._CACHE.clear()
+        executor.compile_program(other)
+        (other_entry,) = [e for e in _entries(fresh_memory) if e != entry]
+        entry.write_bytes(other_entry.read_bytes())
+    rebuilt = _compile()
+    assert not rebuilt.from_disk
+    _check(rebuilt)
+    assert diskcache.read_entry(entry.stem) is not None  # rewritten whole
+    again = _compile()
+    assert again.from_disk
+    _check(again)
+
+
+def test_cache_false_skips_both_caches(fresh_memory: Path) -> None:
+    module = Program(SRC).lower().module
+    a = executor.compile_program(module, cache=False)
+    b = executor.compile_program(module, cache=False)
+    assert a is not b and not a.from_disk and not b.from_disk
+    assert _entries(fresh_memory) == []
+    _check(a)
+    x = np.linspace(-1, 1, 7)
+    Program(SRC).compile("llvm", cache=False)(X=x, Y2=x, Z=x)
+    assert _entries(fresh_memory) == []
+
+
+def test_cache_dir_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("FUSE_CACHE_DIR", str(tmp_path / "a"))
+    assert diskcache.cache_dir() == tmp_path / "a"
+    monkeypatch.delenv("FUSE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert diskcache.cache_dir() == tmp_path / "xdg" / "fuse_mlir"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert diskcache.cache_dir() == tmp_path / "home" / ".cache" / "fuse_mlir"
+
+
+def test_unwritable_folder_still_compiles(fresh_memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = fresh_memory / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FUSE_CACHE_DIR", str(blocker))
+    _check(_compile())
+
+
+def test_disk_hit_has_no_module_but_runs(fresh_memory: Path) -> None:
+    _compile()
+    hit = _compile()
+    assert hit.from_disk and hit.loop_module is None
+    with pytest.raises(Exception, match="compile cache"):
+        hit.kernel.optimized_ir()
+    _check(hit)
+
+
+def test_host_call_and_constants_survive_the_disk(fresh_memory: Path, tmp_path: Path) -> None:
+    prog = Program('"top.npz" = topk(X[i,j], k=2)\nconst c = 2.5\nY[i] = X[i,j] * c\nexport Y')
+    x = np.array([[3.0, -1.0, 2.0], [0.5, 4.0, 1.0]])
+    want = prog.compile("reference", out_root=tmp_path / "ref")(X=x)
+    ref_top = np.load(tmp_path / "ref" / "top.npz")
+    for k in range(2):
+        executor._CACHE.clear()
+        got = prog.compile("llvm", out_root=tmp_path / str(k))(X=x)
+        np.testing.assert_allclose(got["Y"], want["Y"])
+        top = np.load(tmp_path / str(k) / "top.npz")
+        for name in ref_top.files:
+            np.testing.assert_array_equal(top[name], ref_top[name])
+    assert len(_entries(fresh_memory)) == 1
+
+
+def test_concurrent_processes_share_one_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {**os.environ, "FUSE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, SRC], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
+        )
+        for _ in range(3)
+    ]
+    s, t = _want()
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()
+        r = json.loads(out.decode().strip().splitlines()[-1])
+        assert r["S"] == pytest.approx(s, rel=1e-12)
+    (entry,) = _entries(tmp_path)
+    monkeypatch.setenv("FUSE_CACHE_DIR", str(tmp_path))
+    assert diskcache.read_entry(entry.stem) is not None
+    assert not list((tmp_path / "kernels").glob("*.tmp"))  # no temporary file left behind
