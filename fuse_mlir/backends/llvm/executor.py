@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
 
+from fuse_mlir.backends.llvm.parallel import resolve as resolve_threads
 from fuse_mlir.backends.llvm.runtime import NativeKernel
 from fuse_mlir.diagnostics import Loc
 from fuse_mlir.frontend.lower import Lowered
@@ -25,6 +26,7 @@ from fuse_mlir.passes.contract_order import ContractOrder
 from fuse_mlir.passes.expand_math import ExpandMath
 from fuse_mlir.passes.fuse_elementwise import FuseElementwise
 from fuse_mlir.passes.lower_ew_to_loop import LowerEwToLoop
+from fuse_mlir.passes.lower_loop_to_llvm import PARALLEL_MIN
 from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
 from fuse_mlir.program import print_module
 
@@ -77,10 +79,20 @@ def _strings(attr: ArrayAttr) -> list:
 
 
 def compile_program(
-    te_module: ModuleOp, *, strict: bool = False, fuse: bool = True, cache: bool = True
+    te_module: ModuleOp,
+    *,
+    strict: bool = False,
+    fuse: bool = True,
+    cache: bool = True,
+    threads: int = 1,
+    parallel_min: int = PARALLEL_MIN,
 ) -> CompiledProgram:
-    """The native program for a tensor_eq module (from the cache when the same module was compiled before)."""
-    key = hashlib.sha256(f"{strict}|{fuse}|".encode() + print_module(te_module).encode()).hexdigest()
+    """The native program for a tensor_eq module (from the cache when the same module was compiled before).
+
+    ``threads`` > 1 splits parallel loop nests whose work reaches ``parallel_min`` over that many threads.
+    """
+    options = f"{strict}|{fuse}|{threads}|{parallel_min}|"
+    key = hashlib.sha256(options.encode() + print_module(te_module).encode()).hexdigest()
     if cache:
         with _LOCK:
             hit = _CACHE.get(key)
@@ -88,7 +100,7 @@ def compile_program(
             return hit
     t0 = time.perf_counter()
     loop_module = lower_to_loop(te_module, fuse, strict)
-    kernel = NativeKernel(loop_module, strict=strict)
+    kernel = NativeKernel(loop_module, strict=strict, threads=threads, parallel_min=parallel_min)
     args = [_strings(e) for e in loop_module.attributes["fuse.args"].data]  # type: ignore[union-attr]
     results = []
     for e in loop_module.attributes["fuse.results"].data:  # type: ignore[union-attr]
@@ -113,17 +125,34 @@ def compile_program(
 
 @dataclass
 class NativeExecutor:
-    """Runs lowered programs as native code; ``strict`` keeps IEEE order, ``fuse`` enables kernel fusion."""
+    """Runs lowered programs as native code; ``strict`` keeps IEEE order, ``fuse`` enables kernel fusion.
+
+    ``threads`` (default ``FUSE_NUM_THREADS``, else the CPUs available) and
+    ``parallel_min`` (default ``FUSE_PARALLEL_MIN``, else 65536) set how parallel
+    loop nests are split (docs/threads.md).
+    """
 
     strict: bool = False
     fuse: bool = True
     cache: bool = True
+    threads: int | None = None
+    parallel_min: int | None = None
     compiled: dict[int, CompiledProgram] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.threads, self.parallel_min = resolve_threads(self.threads, self.parallel_min)
 
     def program_for(self, lowered: Lowered) -> CompiledProgram:
         key = id(lowered.module)
         if key not in self.compiled:
-            self.compiled[key] = compile_program(lowered.module, strict=self.strict, fuse=self.fuse, cache=self.cache)
+            self.compiled[key] = compile_program(
+                lowered.module,
+                strict=self.strict,
+                fuse=self.fuse,
+                cache=self.cache,
+                threads=self.threads or 1,
+                parallel_min=self.parallel_min if self.parallel_min is not None else PARALLEL_MIN,
+            )
         return self.compiled[key]
 
     def __call__(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult:

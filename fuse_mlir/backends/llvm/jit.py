@@ -115,6 +115,10 @@ def _check_symbols(ir: str) -> None:
             continue
         if name in ("fuse_dgemm", "fuse_sgemm"):
             _ensure_blas()
+        if name == "fuse_parallel_for":
+            from .parallel import ensure_pool
+
+            ensure_pool()
         if name in _symbols:
             continue
         if not hasattr(_process, name):

@@ -39,7 +39,14 @@ from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
-from fuse_mlir.passes.lower_loop_to_llvm import ERR_ALLOC, ERR_HOST_CALL, abi_layout, host_call_id, lower_module
+from fuse_mlir.passes.lower_loop_to_llvm import (
+    ERR_ALLOC,
+    ERR_HOST_CALL,
+    PARALLEL_MIN,
+    abi_layout,
+    host_call_id,
+    lower_module,
+)
 
 from .emit import emit_llvm_ir
 from .jit import JitFunction, emit_assembly, jit_compile, optimize_ir, register_symbol
@@ -337,6 +344,8 @@ class NativeKernel:
     constants: Mapping[str, np.ndarray] = field(default_factory=dict)
     strict: bool = False
     opt_level: int = 3
+    threads: int = 1
+    parallel_min: int = PARALLEL_MIN
 
     def __post_init__(self) -> None:
         t0 = time.perf_counter()
@@ -371,7 +380,7 @@ class NativeKernel:
         o_err = o_rshapes + self.layout.n_result_extents
         self._scratch = (o_shapes, o_results, o_rshapes, o_err, o_err + 3)
         lowered = self.module.clone()
-        lower_module(lowered, strict=self.strict)
+        lower_module(lowered, strict=self.strict, threads=self.threads, parallel_min=self.parallel_min)
         t1 = time.perf_counter()
         self.llvm_ir = emit_llvm_ir(lowered)
         t2 = time.perf_counter()
