@@ -354,6 +354,7 @@ class _Lowering:
         self.values: dict[SSAValue, SSAValue] = {}
         self.buffers: dict[SSAValue, Buf] = {}
         self.prologue: list[Operation] = []
+        self.consts: dict[tuple[Attribute, object], SSAValue] = {}
         self.error_blocks: list[Block] = []
         self.decls = shared.decls
         self.top: Block | None = None  # the loop-level function body, whose loop nests are outlined
@@ -368,14 +369,22 @@ class _Lowering:
         return self.emit(op).results[0]
 
     def const(self, value: int | float, t: Attribute = I64) -> SSAValue:
+        """A constant, created once per function in the entry block (building xDSL ops is the slow part)."""
         if isinstance(t, IntegerType):
             v = int(value)
             if t.width.data == 1:
                 v = 1 if v else 0
-            attr: Attribute = IntegerAttr(v, t)
+            key: tuple[Attribute, object] = (t, v)
         else:
-            attr = FloatAttr(float(value), t)  # type: ignore[arg-type]
-        return self.val(llvm.ConstantOp(attr, t))
+            v = float(value)
+            key = (t, v.hex())
+        hit = self.consts.get(key)
+        if hit is None:
+            attr: Attribute = IntegerAttr(v, t) if isinstance(t, IntegerType) else FloatAttr(v, t)  # type: ignore[arg-type]
+            op = llvm.ConstantOp(attr, t)
+            self.prologue.append(op)
+            hit = self.consts[key] = op.result
+        return hit
 
     def new_block(self, arg_types: Sequence[Attribute] = ()) -> Block:
         return Block(arg_types=list(arg_types))
@@ -436,9 +445,8 @@ class _Lowering:
 
     def entry_alloca(self, elem: Attribute, count: int) -> SSAValue:
         """A stack slot of ``count`` elements, allocated once in the entry block."""
-        size = llvm.ConstantOp(IntegerAttr(max(1, count), I64), I64)
-        alloca = llvm.AllocaOp(size.result, elem, alignment=8)
-        self.prologue += [size, alloca]
+        alloca = llvm.AllocaOp(self.const(max(1, count)), elem, alignment=8)
+        self.prologue.append(alloca)
         return alloca.res
 
     def fail(self, code: int, a: SSAValue, b: SSAValue) -> Block:
@@ -540,8 +548,14 @@ class _Lowering:
         main = self.finish(ENTRY, llvm.LLVMFunctionType([PTR] * 6, I32), "external", arg_attrs)
         return [*(self.decls[k] for k in sorted(self.decls)), *self.shared.funcs, main]
 
-    def finish(self, name: str, ftype: llvm.LLVMFunctionType, linkage: str, arg_attrs: ArrayAttr) -> llvm.FuncOp:
-        """The function built so far: entry-block allocas first, error blocks last."""
+    def finish(
+        self, name: str, ftype: llvm.LLVMFunctionType, linkage: str, arg_attrs: ArrayAttr, inline: bool = True
+    ) -> llvm.FuncOp:
+        """The function built so far: entry-block allocas first, error blocks last.
+
+        ``inline=False`` marks it ``noinline``: an outlined nest must stay its
+        own function, or LLVM would inline it back and optimise one huge function.
+        """
         if self.prologue:
             first = self.entry.first_op
             for op in self.prologue:
@@ -556,7 +570,8 @@ class _Lowering:
             ftype,
             linkage=llvm.LinkageAttr(linkage),
             body=self.region,
-            other_props={"no_unwind": UnitAttr(), "arg_attrs": arg_attrs},
+            other_props={"no_unwind": UnitAttr(), "arg_attrs": arg_attrs}
+            | ({} if inline else {"no_inline": UnitAttr()}),
         )
 
     def lower_block(self, block: Block) -> None:
@@ -1041,7 +1056,11 @@ class _Nest:
 
         def local(v: SSAValue) -> SSAValue:
             c = _const_op(v)
-            return child.val(llvm.ConstantOp(c.value, c.result.type)) if c is not None else local_of[v]
+            if c is None:
+                return local_of[v]
+            value = c.value
+            assert isinstance(value, IntegerAttr | FloatAttr)
+            return child.const(value.value.data, c.result.type)
 
         for x in free:
             if isinstance(x.type, MemRefType):
@@ -1059,7 +1078,9 @@ class _Nest:
         buffer_ptrs = {parent.buf(x).ptr for x in free if isinstance(x.type, MemRefType)}
         attrs = [plain, plain, noalias, noalias] + [plain] * (len(head) - 4)
         attrs += [noalias if v in buffer_ptrs else plain for v in passed]
-        shared.funcs.append(child.finish(name, llvm.LLVMFunctionType(types, I32), "internal", ArrayAttr(attrs)))
+        shared.funcs.append(
+            child.finish(name, llvm.LLVMFunctionType(types, I32), "internal", ArrayAttr(attrs), inline=False)
+        )
 
         folds: list[str] | None = None
         if shared.threads > 1 and not needs_rt and _is_const(step, 1):
@@ -1091,8 +1112,9 @@ class _Nest:
         """Split the nest into one chunk per thread when there is enough work, else run it serially.
 
         Chunk ``c`` of ``n`` runs iterations ``[lo + trip*c/n, lo + trip*(c+1)/n)``
-        from the folds' identities; the first failing chunk (in chunk order)
-        reports its error, and the partial results are folded in chunk order.
+        from the folds' identities; ``fuse_parallel_for`` reports the first
+        failing chunk's error (in chunk order), and the partial results are
+        folded in chunk order.
         """
         p, shared = self.parent, self.parent.shared
         threads = shared.threads
@@ -1108,36 +1130,16 @@ class _Nest:
         p.emit(llvm.BrOp(join, *self.call_serial(lower, upper, inits)))
         p.start(par)
         nacc = len(self.carried)
-        rc_off = 3 + len(self.passed)
-        err_off = rc_off + threads
-        part_off = err_off + 3 * threads
+        part_off = 3 + len(self.passed)
         env = p.entry_alloca(I64, part_off + threads * nacc)
         chunks = p.intrinsic("llvm.smin.i64", [trip, p.const(threads)], I64, frozenset())
         for k, v in enumerate([lower, upper, chunks, *self.passed]):
             p.store(v, p.slot(env, k))
-        chunk_fn = self.chunk_function(rc_off, err_off, part_off)
-        p.declare("fuse_parallel_for", [PTR, PTR, I64], None)
-        p.call("fuse_parallel_for", [p.val(llvm.AddressOfOp(chunk_fn, PTR)), env, chunks], None)
-        zero, one = p.const(0), p.const(1)
-
-        def check(c: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            rc = p.load(p.slot(env, p.add(c, p.const(rc_off))), I64)
-            bad = p.new_block()
-            saved = p.block
-            p.block = bad
-            at = p.mul(c, p.const(3))
-            for k in range(3):
-                v = p.load(p.slot(env, p.add(at, p.const(err_off + k))), I64)
-                p.store(v, p.slot(p.p_err, k))
-            p.emit(llvm.ReturnOp(p.val(llvm.TruncOp(rc, I32))))
-            p.block = saved
-            p.error_blocks.append(bad)
-            good = p.new_block()
-            p.emit(llvm.CondBrOp(p.icmp("eq", rc, zero), good, [], bad, []))
-            p.start(good)
-            return []
-
-        p.counted_loop(zero, chunks, one, [], check)
+        chunk_fn = self.chunk_function(part_off)
+        p.declare("fuse_parallel_for", [PTR, PTR, I64, PTR], I32)
+        rc = p.call("fuse_parallel_for", [p.val(llvm.AddressOfOp(chunk_fn, PTR)), env, chunks, p.p_err], I32)
+        assert rc is not None
+        p.check_rc(rc)
 
         def fold(c: SSAValue, accs: Sequence[SSAValue]) -> Sequence[SSAValue]:
             at = p.add(p.mul(c, p.const(nacc)), p.const(part_off))
@@ -1147,32 +1149,31 @@ class _Nest:
                 out.append(_fold(p, kind, acc, part))
             return out
 
-        results = p.counted_loop(zero, chunks, one, list(inits), fold) if nacc else []
+        results = p.counted_loop(p.const(0), chunks, p.const(1), list(inits), fold) if nacc else []
         p.emit(llvm.BrOp(join, *results))
         p.start(join)
         return list(join.args)
 
-    def chunk_function(self, rc_off: int, err_off: int, part_off: int) -> str:
-        """``void @fuse_nestK_chunk(env, c)``: run chunk ``c`` with the values stored in ``env``."""
+    def chunk_function(self, part_off: int) -> str:
+        """``i32 @fuse_nestK_chunk(env, c, err)``: run chunk ``c`` with the values stored in ``env``."""
         shared = self.parent.shared
-        t = _Lowering(shared, [PTR, I64], main=False)
-        env, c = t.entry.args
+        t = _Lowering(shared, [PTR, I64, PTR], main=False)
+        env, c, err = t.entry.args
         lo0, hi0, n = (t.load(t.slot(env, k), I64) for k in range(3))
         trip = t.val(llvm.SubOp(hi0, lo0))
         lo = t.add(lo0, t.val(llvm.SDivOp(t.mul(trip, c), n)))
         hi = t.add(lo0, t.val(llvm.SDivOp(t.mul(trip, t.add(c, t.const(1))), n)))
-        err = t.slot(env, t.add(t.mul(c, t.const(3)), t.const(err_off)))
-        out = t.slot(env, t.add(t.mul(c, t.const(len(self.carried))), t.const(part_off)))
+        nacc = len(self.carried)
+        out = t.slot(env, t.add(t.mul(c, t.const(nacc)), t.const(part_off))) if nacc else env
         assert self.folds is not None
         inits = [t.const(fold_identity(kind, ty), ty) for kind, ty in zip(self.folds, self.carried)]
         values = [t.load(t.slot(env, 3 + k), v.type) for k, v in enumerate(self.passed)]
         rc = t.call(self.name, [lo, hi, err, out, *inits, *values], I32)
         assert rc is not None
-        t.store(t.val(llvm.SExtOp(rc, I64)), t.slot(env, t.add(c, t.const(rc_off))))
-        t.emit(llvm.ReturnOp())
+        t.emit(llvm.ReturnOp(rc))
         name = f"{self.name}_chunk"
-        attrs = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()}), DictionaryAttr({})])
-        shared.funcs.append(t.finish(name, llvm.LLVMFunctionType([PTR, I64], None), "internal", attrs))
+        attrs = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()}), DictionaryAttr({}), DictionaryAttr({})])
+        shared.funcs.append(t.finish(name, llvm.LLVMFunctionType([PTR, I64, PTR], I32), "internal", attrs))
         return name
 
 

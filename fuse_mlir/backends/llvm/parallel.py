@@ -3,12 +3,16 @@
 Kernels run a parallel region by calling
 
 ```c
-void fuse_parallel_for(void (*chunk)(void *env, int64_t c), void *env, int64_t n);
+int32_t fuse_parallel_for(int32_t (*chunk)(void *env, int64_t c, int64_t *err), void *env, int64_t n,
+                          int64_t *err);
 ```
 
-which runs ``chunk(env, c)`` for every ``c`` in ``[0, n)`` and returns when all
-are done: chunk 0 and any chunk no worker can take on the calling thread, the
-others on persistent worker threads (worker ``c`` runs chunk ``c``). The pool is
+which runs ``chunk(env, c, err_c)`` for every ``c`` in ``[0, n)`` and returns
+when all are done: chunk 0 and any chunk no worker can take on the calling
+thread, the others on persistent worker threads (worker ``c`` runs chunk ``c``).
+A chunk returns 0 or an error code with its details in ``err_c[0..2]``; the
+region returns the code of the first failing chunk in chunk order (its details
+copied to ``err``), else 0, so errors are reported as a serial run would. The pool is
 a small LLVM IR module compiled once per process by llvmlite; its workers are
 POSIX threads that sleep on a condition variable between regions (no spinning),
 are started lazily up to the largest region seen, run with every signal blocked
@@ -19,7 +23,8 @@ the caller waits for every chunk before it returns, whatever the chunks report
 Only one region runs on the pool at a time: a region started while another is
 running (a second Python thread calling a kernel, or a chunk that itself holds a
 region) runs all its chunks in order on its own thread (``trylock``), so there
-is no deadlock, and the results are the same because the chunking is. After
+is no deadlock, and the results are the same because the chunking is (a
+serial run stops at the first failing chunk). After
 ``os.fork`` the child re-initialises the pool (its threads did not survive).
 
 Settings: :func:`default_threads` (``FUSE_NUM_THREADS``, else the CPUs this
@@ -55,6 +60,8 @@ _POOL_IR = f"""
 @pool_fn = internal global ptr null
 @pool_env = internal global ptr null
 @pool_start = internal global [{MAX_THREADS + 1} x i64] zeroinitializer
+@pool_rc = internal global [{MAX_THREADS + 1} x i32] zeroinitializer
+@pool_err = internal global [{3 * (MAX_THREADS + 1)} x i64] zeroinitializer
 
 declare i32 @pthread_mutex_init(ptr, ptr)
 declare i32 @pthread_mutex_lock(ptr)
@@ -115,7 +122,7 @@ run:
   %fn = load ptr, ptr @pool_fn
   %env = load ptr, ptr @pool_env
   call i32 @pthread_mutex_unlock(ptr @pool_m)
-  call void %fn(ptr %env, i64 %id)
+  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 %id)
   call i32 @pthread_mutex_lock(ptr @pool_m)
   %p = load i64, ptr @pool_pending
   %p1 = sub i64 %p, 1
@@ -129,22 +136,37 @@ after:
   br label %wait
 }}
 
-define internal void @fuse_pool_serial(ptr %fn, ptr %env, i64 %lo, i64 %hi) {{
+; Chunk %c of the region that holds the pool: its code and details go to the pool's tables.
+define internal void @fuse_pool_chunk(ptr %fn, ptr %env, i64 %c) {{
 entry:
-  br label %head
-head:
-  %c = phi i64 [ %lo, %entry ], [ %c1, %body ]
-  %more = icmp slt i64 %c, %hi
-  br i1 %more, label %body, label %done
-body:
-  call void %fn(ptr %env, i64 %c)
-  %c1 = add i64 %c, 1
-  br label %head
-done:
+  %e3 = mul i64 %c, 3
+  %err = getelementptr inbounds i64, ptr @pool_err, i64 %e3
+  %rc = call i32 %fn(ptr %env, i64 %c, ptr %err)
+  %rp = getelementptr inbounds i32, ptr @pool_rc, i64 %c
+  store i32 %rc, ptr %rp
   ret void
 }}
 
-define void @fuse_parallel_for(ptr %fn, ptr %env, i64 %n) {{
+; All chunks in order on this thread, stopping at the first that fails (its details go to %err).
+define internal i32 @fuse_pool_serial(ptr %fn, ptr %env, i64 %n, ptr %err) {{
+entry:
+  br label %head
+head:
+  %c = phi i64 [ 0, %entry ], [ %c1, %body ]
+  %more = icmp slt i64 %c, %n
+  br i1 %more, label %body, label %done
+body:
+  %rc = call i32 %fn(ptr %env, i64 %c, ptr %err)
+  %c1 = add i64 %c, 1
+  %ok = icmp eq i32 %rc, 0
+  br i1 %ok, label %head, label %failed
+failed:
+  ret i32 %rc
+done:
+  ret i32 0
+}}
+
+define i32 @fuse_parallel_for(ptr %fn, ptr %env, i64 %n, ptr %err) {{
 entry:
   %set = alloca [64 x i64], align 16
   %old = alloca [64 x i64], align 16
@@ -152,17 +174,18 @@ entry:
   %few = icmp slt i64 %n, 2
   br i1 %few, label %serial, label %try
 serial:
-  call void @fuse_pool_serial(ptr %fn, ptr %env, i64 0, i64 %n)
-  ret void
+  %src = call i32 @fuse_pool_serial(ptr %fn, ptr %env, i64 %n, ptr %err)
+  ret i32 %src
 try:
+  %big0 = icmp sgt i64 %n, {MAX_THREADS + 1}
+  br i1 %big0, label %serial, label %trylock
+trylock:
   %trc = call i32 @pthread_mutex_trylock(ptr @pool_region)
   %busy = icmp ne i32 %trc, 0
   br i1 %busy, label %serial, label %locked
 locked:
   call i32 @pthread_mutex_lock(ptr @pool_m)
-  %n1 = sub i64 %n, 1
-  %big = icmp sgt i64 %n1, {MAX_THREADS}
-  %want = select i1 %big, i64 {MAX_THREADS}, i64 %n1
+  %want = sub i64 %n, 1
   %have0 = load i64, ptr @pool_nworkers
   %grow = icmp slt i64 %have0, %want
   br i1 %grow, label %mask, label %publish
@@ -205,23 +228,54 @@ publish:
   store i64 %g1, ptr @pool_gen
   call i32 @pthread_cond_broadcast(ptr @pool_work)
   call i32 @pthread_mutex_unlock(ptr @pool_m)
-  call void %fn(ptr %env, i64 0)
+  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 0)
   %rest = add i64 %act, 1
-  call void @fuse_pool_serial(ptr %fn, ptr %env, i64 %rest, i64 %n)
+  br label %extra
+extra:
+  %x = phi i64 [ %rest, %publish ], [ %x1, %extra_body ]
+  %xmore = icmp slt i64 %x, %n
+  br i1 %xmore, label %extra_body, label %joining
+extra_body:
+  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 %x)
+  %x1 = add i64 %x, 1
+  br label %extra
+joining:
   call i32 @pthread_mutex_lock(ptr @pool_m)
   br label %join
 join:
   %pend = load i64, ptr @pool_pending
   %finished = icmp eq i64 %pend, 0
-  br i1 %finished, label %out, label %block
+  br i1 %finished, label %scan, label %block
 block:
   call i32 @pthread_cond_wait(ptr @pool_done, ptr @pool_m)
   br label %join
-out:
+scan:
   call i32 @pthread_mutex_unlock(ptr @pool_m)
+  br label %scan_head
+scan_head:
+  %c = phi i64 [ 0, %scan ], [ %c1, %scan_next ]
+  %cmore = icmp slt i64 %c, %n
+  br i1 %cmore, label %scan_body, label %out
+scan_body:
+  %rp = getelementptr inbounds i32, ptr @pool_rc, i64 %c
+  %rc = load i32, ptr %rp
+  %good = icmp eq i32 %rc, 0
+  br i1 %good, label %scan_next, label %report
+scan_next:
+  %c1 = add i64 %c, 1
+  br label %scan_head
+report:
+  %e3 = mul i64 %c, 3
+  %ep = getelementptr inbounds i64, ptr @pool_err, i64 %e3
+  call void @llvm.memcpy.p0.p0.i64(ptr %err, ptr %ep, i64 24, i1 false)
+  br label %out
+out:
+  %res = phi i32 [ 0, %scan_head ], [ %rc, %report ]
   call i32 @pthread_mutex_unlock(ptr @pool_region)
-  ret void
+  ret i32 %res
 }}
+
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 """
 
 _LIBC_SYMBOLS = (
@@ -265,7 +319,7 @@ def ensure_pool() -> None:
             except AttributeError:
                 raise JitError(f"the thread pool needs {name}, which this process does not provide") from None
             register_symbol(name, address or 0)
-        jit = jit_compile(_POOL_IR, name="fuse_parallel_for", opt_level=2, fn_type=ctypes.CFUNCTYPE(None))
+        jit = jit_compile(_POOL_IR, name="fuse_parallel_for", opt_level=2, fn_type=ctypes.CFUNCTYPE(ctypes.c_int32))
         void = ctypes.CFUNCTYPE(None)
         _init_fn = void(jit.engine.get_function_address("fuse_pool_init"))
         _workers_fn = ctypes.CFUNCTYPE(ctypes.c_int64)(jit.engine.get_function_address("fuse_pool_workers"))
