@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from benchmarks.workloads import WORKLOADS
 from fuse_mlir import FuseError, FuseRuntimeError, Program
-from fuse_mlir.backends.llvm.executor import NativeExecutor
+from fuse_mlir.backends.llvm.executor import NativeExecutor, lower_to_loop
 from fuse_mlir.backends.llvm.parallel import MAX_THREADS, default_threads
 from tests.strategies import GenProgram, programs
 from tests.test_llvm_programs import same
@@ -166,3 +167,17 @@ def test_thread_settings(monkeypatch):
             Program("Y[i] = X[i]\nexport Y").compile("llvm", threads=bad)
     with pytest.raises(FuseError, match="parallel_min"):
         Program("Y[i] = X[i]\nexport Y").compile("llvm", parallel_min=-3)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).parent.parent / "examples").glob("*.fuse")), ids=lambda p: p.name
+)
+def test_pipeline_output_verifies(path):
+    """The compile path skips verification for speed (FUSE_VERIFY turns it on): the IR it builds must verify."""
+    lower_to_loop(Program.from_file(path).lower().module, verify=True)
+
+
+@pytest.mark.parametrize("w", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_workload_pipeline_output_verifies(w):
+    inputs = w.inputs(np.random.default_rng(1), np.dtype(np.float32), True)
+    lower_to_loop(Program(w.source).lower({k: v.dtype for k, v in inputs.items()}).module, verify=True)
