@@ -1109,12 +1109,13 @@ class _Nest:
         return [p.load(p.slot(out, k), t) for k, t in enumerate(self.carried)]
 
     def call_parallel(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue]) -> list[SSAValue]:
-        """Split the nest into one chunk per thread when there is enough work, else run it serially.
+        """Split the nest into one chunk per thread when there is enough work, else into one chunk.
 
         Chunk ``c`` of ``n`` runs iterations ``[lo + trip*c/n, lo + trip*(c+1)/n)``
         from the folds' identities; ``fuse_parallel_for`` reports the first
         failing chunk's error (in chunk order), and the partial results are
-        folded in chunk order.
+        folded in chunk order. With one chunk ``fuse_parallel_for`` just calls
+        it: a small call costs a few stores and an indirect call, no thread.
         """
         p, shared = self.parent, self.parent.shared
         threads = shared.threads
@@ -1124,15 +1125,11 @@ class _Nest:
         for w in self.work:
             work = p.mul(work, w, nsw=False)
         enough = p.val(llvm.AndOp(p.icmp("sge", work, p.const(shared.parallel_min)), p.icmp("sgt", trip, p.const(1))))
-        par, ser, join = p.new_block(), p.new_block(), p.new_block(self.carried)
-        p.emit(llvm.CondBrOp(enough, par, [], ser, []))
-        p.start(ser)
-        p.emit(llvm.BrOp(join, *self.call_serial(lower, upper, inits)))
-        p.start(par)
         nacc = len(self.carried)
         part_off = 3 + len(self.passed)
         env = p.entry_alloca(I64, part_off + threads * nacc)
-        chunks = p.intrinsic("llvm.smin.i64", [trip, p.const(threads)], I64, frozenset())
+        split = p.intrinsic("llvm.smin.i64", [trip, p.const(threads)], I64, frozenset())
+        chunks = p.val(llvm.SelectOp(enough, split, p.const(1)))
         for k, v in enumerate([lower, upper, chunks, *self.passed]):
             p.store(v, p.slot(env, k))
         chunk_fn = self.chunk_function(part_off)
@@ -1149,10 +1146,7 @@ class _Nest:
                 out.append(_fold(p, kind, acc, part))
             return out
 
-        results = p.counted_loop(p.const(0), chunks, p.const(1), list(inits), fold) if nacc else []
-        p.emit(llvm.BrOp(join, *results))
-        p.start(join)
-        return list(join.args)
+        return list(p.counted_loop(p.const(0), chunks, p.const(1), list(inits), fold)) if nacc else []
 
     def chunk_function(self, part_off: int) -> str:
         """``i32 @fuse_nestK_chunk(env, c, err)``: run chunk ``c`` with the values stored in ``env``."""
