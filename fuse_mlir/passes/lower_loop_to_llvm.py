@@ -14,6 +14,15 @@ row-major ``C = A·B`` is ``Cᵀ = Bᵀ·Aᵀ``) once per batch entry, and
 stack. ``arith``/``math`` become llvm arithmetic, casts and type-mangled
 intrinsic calls (``llvm.exp.f64``, ``llvm.maximum.f32``, ...).
 
+Each top-level ``loop.for`` becomes its own ``noinline internal`` function
+``@fuse_nestK`` (see :class:`_Nest`), so LLVM optimises nests one at a time
+and compile time grows linearly with the program. With ``threads`` > 1, a nest
+whose outer loop is ``parallel`` with no carried values, or that folds every
+carried value with one associative op (:func:`fold_kind`), also gets a chunk
+function, and ``fuse_main`` runs it through ``fuse_parallel_for`` in
+``min(threads, trip)`` static blocks when its work reaches ``parallel_min``
+(one block below that), folding the blocks' partial results in order.
+
 Fast-math: float adds/subs/muls on the path from a loop-carried accumulator to
 its ``loop.yield`` get ``reassoc`` (what lets LLVM vectorise the reduction);
 fast-math flags already on ``arith``/``math`` ops are kept. With
@@ -1226,7 +1235,10 @@ class LowerLoopToLLVM(FusePass):
     checks become branches to error returns, ``loop.gemm`` calls BLAS and
     ``loop.host_call`` calls back into the runtime; float adds and muls that
     update a loop-carried accumulator get ``reassoc`` so LLVM can vectorise
-    the reduction (none with ``strict``).
+    the reduction (none with ``strict``). Each top-level loop nest becomes its
+    own function; with ``threads`` > 1, parallel nests and full reductions by
+    one associative op run through ``fuse_parallel_for`` when their work
+    reaches ``parallel-min`` (docs/threads.md).
     """
 
     name = "lower-loop-to-llvm"
