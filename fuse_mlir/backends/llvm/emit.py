@@ -5,8 +5,8 @@ drops fast-math flags on some calls, emits no function or parameter
 attributes and orders fast-math flags by hash. Here:
 
 - values are named ``%vN`` and blocks ``bbN`` in program order; constants and
-  ``llvm.mlir.addressof`` are printed inline (floats as exact hex, ``@name``); block arguments become ``phi`` nodes
-  with their incoming edges in block order;
+  ``llvm.mlir.addressof`` are printed inline (floats as exact hex, ``@name``);
+  block arguments become ``phi`` nodes with their incoming edges in block order;
 - fast-math flags are printed in LLVM's own fixed order (``fast`` when all are set);
 - ``llvm.call_intrinsic`` names are taken as already mangled (``llvm.exp.f64``),
   and each intrinsic is declared once, sorted by name, at the end;
