@@ -14,6 +14,15 @@ row-major ``C = A·B`` is ``Cᵀ = Bᵀ·Aᵀ``) once per batch entry, and
 stack. ``arith``/``math`` become llvm arithmetic, casts and type-mangled
 intrinsic calls (``llvm.exp.f64``, ``llvm.maximum.f32``, ...).
 
+Each top-level ``loop.for`` becomes its own ``noinline internal`` function
+``@fuse_nestK`` (see :class:`_Nest`), so LLVM optimises nests one at a time
+and compile time grows linearly with the program. With ``threads`` > 1, a nest
+whose outer loop is ``parallel`` with no carried values, or that folds every
+carried value with one associative op (:func:`fold_kind`), also gets a chunk
+function, and ``fuse_main`` runs it through ``fuse_parallel_for`` in
+``min(threads, trip)`` static blocks when its work reaches ``parallel_min``
+(one block below that), folding the blocks' partial results in order.
+
 Fast-math: float adds/subs/muls on the path from a loop-carried accumulator to
 its ``loop.yield`` get ``reassoc`` (what lets LLVM vectorise the reduction);
 fast-math flags already on ``arith``/``math`` ops are kept. With
@@ -31,7 +40,7 @@ argument slot that no ``loop.arg`` reads contributes no extents to
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from xdsl.context import Context
@@ -71,6 +80,8 @@ ERR_HOST_CALL = -1
 """Return code of ``fuse_main`` when a host call reported failure."""
 ERR_ALLOC = -2
 """Return code of ``fuse_main`` when ``fuse_alloc`` returned NULL."""
+PARALLEL_MIN = 1 << 16
+"""Default least work (iterations of the nest's loops) for which a parallel region is split across threads."""
 
 _NSW = IntegerAttr(llvm.OverflowAttr([llvm.OverflowFlag.NO_SIGNED_WRAP]).to_int(), 32)
 
@@ -319,28 +330,46 @@ def _is_const(v: SSAValue, value: int) -> bool:
     )
 
 
-class _Lowering:
-    """Builds ``llvm.func @fuse_main`` from the loop-level ``func.func @fuse_main``."""
+@dataclass
+class _Shared:
+    """What the functions of one module share while they are lowered: settings, declarations, outlined nests."""
 
-    def __init__(
-        self, layout: AbiLayout, strict: bool, reductions: set[Operation], shared: frozenset[int] = frozenset()
-    ):
-        self.layout = layout
-        self.shared_allocs = shared
-        self.strict = strict
-        self.reductions = reductions
+    layout: AbiLayout
+    strict: bool
+    reductions: set[Operation]
+    threads: int = 1
+    parallel_min: int = PARALLEL_MIN
+    decls: dict[str, llvm.FuncOp] = field(default_factory=dict)
+    funcs: list[llvm.FuncOp] = field(default_factory=list)
+    host_calls: int = 0
+    shared_allocs: frozenset[int] = frozenset()  # alloc ids bound to donated inputs (fuse.reuse): may alias
+    allocs: int = 0  # loop.alloc ops lowered so far, in walk order (their default ids)
+
+
+class _Lowering:
+    """Builds one llvm function: ``@fuse_main`` from the loop-level ``func.func @fuse_main``, or an outlined nest."""
+
+    def __init__(self, shared: _Shared, arg_types: Sequence[Attribute] = (PTR,) * 6, main: bool = True):
+        self.shared = shared
+        self.layout = shared.layout
+        self.strict = shared.strict
+        self.reductions = shared.reductions
+        self.main = main
         self.region = Region()
-        self.entry = Block(arg_types=[PTR] * 6)
+        self.entry = Block(arg_types=list(arg_types))
         self.region.add_block(self.entry)
         self.block = self.entry
-        self.p_args, self.p_arg_shapes, self.p_results, self.p_result_shapes, self.p_err, self.p_rt = self.entry.args
+        if main:
+            self.p_args, self.p_arg_shapes, self.p_results, self.p_result_shapes, self.p_err, self.p_rt = (
+                self.entry.args
+            )
         self.values: dict[SSAValue, SSAValue] = {}
         self.buffers: dict[SSAValue, Buf] = {}
         self.prologue: list[Operation] = []
+        self.consts: dict[tuple[Attribute, object], SSAValue] = {}
         self.error_blocks: list[Block] = []
-        self.decls: dict[str, llvm.FuncOp] = {}
-        self.host_calls = 0
-        self.allocs = 0
+        self.decls = shared.decls
+        self.top: Block | None = None  # the loop-level function body, whose loop nests are outlined
 
     # ---- building helpers
 
@@ -352,14 +381,22 @@ class _Lowering:
         return self.emit(op).results[0]
 
     def const(self, value: int | float, t: Attribute = I64) -> SSAValue:
+        """A constant, created once per function in the entry block (building xDSL ops is the slow part)."""
         if isinstance(t, IntegerType):
             v = int(value)
             if t.width.data == 1:
                 v = 1 if v else 0
-            attr: Attribute = IntegerAttr(v, t)
+            key: tuple[Attribute, object] = (t, v)
         else:
-            attr = FloatAttr(float(value), t)  # type: ignore[arg-type]
-        return self.val(llvm.ConstantOp(attr, t))
+            v = float(value)
+            key = (t, v.hex())
+        hit = self.consts.get(key)
+        if hit is None:
+            attr: Attribute = IntegerAttr(v, t) if isinstance(t, IntegerType) else FloatAttr(v, t)  # type: ignore[arg-type]
+            op = llvm.ConstantOp(attr, t)
+            self.prologue.append(op)
+            hit = self.consts[key] = op.result
+        return hit
 
     def new_block(self, arg_types: Sequence[Attribute] = ()) -> Block:
         return Block(arg_types=list(arg_types))
@@ -419,9 +456,8 @@ class _Lowering:
 
     def entry_alloca(self, elem: Attribute, count: int) -> SSAValue:
         """A stack slot of ``count`` elements, allocated once in the entry block."""
-        size = llvm.ConstantOp(IntegerAttr(max(1, count), I64), I64)
-        alloca = llvm.AllocaOp(size.result, elem, alignment=8)
-        self.prologue += [size, alloca]
+        alloca = llvm.AllocaOp(self.const(max(1, count)), elem, alignment=8)
+        self.prologue.append(alloca)
         return alloca.res
 
     def fail(self, code: int, a: SSAValue, b: SSAValue) -> Block:
@@ -517,8 +553,20 @@ class _Lowering:
     # ---- driver
 
     def run(self, func: FuncFuncOp) -> list[Operation]:
+        self.top = func.body.block
         self.lower_block(func.body.block)
-        ops: list[Operation] = []
+        arg_attrs = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()})] * 5 + [DictionaryAttr({})])
+        main = self.finish(ENTRY, llvm.LLVMFunctionType([PTR] * 6, I32), "external", arg_attrs)
+        return [*(self.decls[k] for k in sorted(self.decls)), *self.shared.funcs, main]
+
+    def finish(
+        self, name: str, ftype: llvm.LLVMFunctionType, linkage: str, arg_attrs: ArrayAttr, inline: bool = True
+    ) -> llvm.FuncOp:
+        """The function built so far: entry-block allocas first, error blocks last.
+
+        ``inline=False`` marks it ``noinline``: an outlined nest must stay its
+        own function, or LLVM would inline it back and optimise one huge function.
+        """
         if self.prologue:
             first = self.entry.first_op
             for op in self.prologue:
@@ -528,17 +576,14 @@ class _Lowering:
                     self.entry.insert_op_before(op, first)
         for blk in self.error_blocks:
             self.region.add_block(blk)
-        arg_attrs = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()})] * 5 + [DictionaryAttr({})])
-        main = llvm.FuncOp(
-            ENTRY,
-            llvm.LLVMFunctionType([PTR] * 6, I32),
-            linkage=llvm.LinkageAttr("external"),
+        return llvm.FuncOp(
+            name,
+            ftype,
+            linkage=llvm.LinkageAttr(linkage),
             body=self.region,
-            other_props={"no_unwind": UnitAttr(), "arg_attrs": arg_attrs},
+            other_props={"no_unwind": UnitAttr(), "arg_attrs": arg_attrs}
+            | ({} if inline else {"no_inline": UnitAttr()}),
         )
-        ops += [self.decls[k] for k in sorted(self.decls)]
-        ops.append(main)
-        return ops
 
     def lower_block(self, block: Block) -> None:
         for op in block.ops:
@@ -563,7 +608,10 @@ class _Lowering:
             ptr = self.element_ptr(b, [self.v(p) for p in op.positions])
             self.store(self.v(op.value), ptr)
         elif isinstance(op, loop.ForOp):
-            self.lower_for(op)
+            if op.parent_block() is self.top:
+                self.outline(op)
+            else:
+                self.lower_for(op)
         elif isinstance(op, loop.WhileOp):
             self.lower_while(op)
         elif isinstance(op, loop.CheckOp):
@@ -609,10 +657,10 @@ class _Lowering:
         dyn = [self.v(e) for e in op.extents]
         extents = [self.const(d) if d >= 0 else dyn[k] for k, d in enumerate(t.get_shape())]
         nbytes = self.mul(self.numel(extents), self.const(byte_size(t.element_type)))
-        aid = alloc_id(op, self.allocs)
-        self.allocs += 1
+        aid = alloc_id(op, self.shared.allocs)
+        self.shared.allocs += 1
         # An alloc that may be bound to a donated input (fuse.reuse) can alias it: no noalias on that call.
-        fn = "fuse_alloc_shared" if aid in self.shared_allocs else "fuse_alloc"
+        fn = "fuse_alloc_shared" if aid in self.shared.shared_allocs else "fuse_alloc"
         self.declare(fn, [PTR, I64, I64], PTR, noalias_result=fn == "fuse_alloc")
         ptr = self.call(fn, [self.p_rt, nbytes, self.const(aid)], PTR)
         assert ptr is not None
@@ -621,7 +669,15 @@ class _Lowering:
         self.buffers[op.result] = Buf(ptr, extents, llvm_type(t.element_type))
 
     def lower_for(self, op: loop.ForOp) -> None:
-        inits = [self.v(i) for i in op.inits]
+        for old, new in zip(op.results, self.counted_for(op, self.v(op.lower), self.v(op.upper), None)):
+            self.values[old] = new
+
+    def counted_for(
+        self, op: loop.ForOp, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue] | None
+    ) -> Sequence[SSAValue]:
+        """``op`` from ``lower`` to ``upper`` (its carried values start at ``inits``, else its own); its results."""
+        if inits is None:
+            inits = [self.v(i) for i in op.inits]
         if any(isinstance(i.type, MemRefType) for i in op.inits):
             raise ValueError("lower-loop-to-llvm: loop.for cannot carry buffers")
         block = op.body.block
@@ -636,7 +692,19 @@ class _Lowering:
                 self.lower_op(inner)
             raise ValueError("lower-loop-to-llvm: loop.for body without loop.yield")
 
-        results = self.counted_loop(self.v(op.lower), self.v(op.upper), self.v(op.step), inits, body)
+        return self.counted_loop(lower, upper, self.v(op.step), inits, body)
+
+    # ---- outlined loop nests
+
+    def outline(self, op: loop.ForOp) -> None:
+        """Lower a top-level loop nest as its own function (and, when it may be split, as a parallel region)."""
+        nest = _Nest.build(self, op)
+        inits = [self.v(i) for i in op.inits]
+        lower, upper = self.v(op.lower), self.v(op.upper)
+        if nest.folds is None:
+            results = nest.call_serial(lower, upper, inits)
+        else:
+            results = nest.call_parallel(lower, upper, inits)
         for old, new in zip(op.results, results):
             self.values[old] = new
 
@@ -662,6 +730,23 @@ class _Lowering:
         self.start(exit_)
         for old, new in zip(op.results, exit_.args):
             self.values[old] = new
+
+    def check_rc(self, rc: SSAValue) -> None:
+        """Return ``rc`` (an i32 error code whose details are already in ``err``) unless it is 0."""
+        ok = self.val(llvm.ICmpOp(rc, self.const(0, I32), IntegerAttr(llvm.ICmpPredicateFlag("eq").to_int(), I64)))
+        expected = self.intrinsic("llvm.expect.i1", [ok, self.const(1, I1)], I1, frozenset())
+        bad = self.new_block()
+        bad.add_op(llvm.ReturnOp(rc))
+        self.error_blocks.append(bad)
+        good = self.new_block()
+        self.emit(llvm.CondBrOp(expected, good, [], bad, []))
+        self.start(good)
+
+    def slot(self, base: SSAValue, index: SSAValue | int) -> SSAValue:
+        """The address of 8-byte slot ``index`` of ``base``."""
+        if isinstance(index, int) and index == 0:
+            return base
+        return self.gep(base, index, I64)
 
     def lower_gemm(self, op: loop.GemmOp) -> None:
         a, b, c = self.buf(op.a), self.buf(op.bm), self.buf(op.c)
@@ -717,8 +802,8 @@ class _Lowering:
         self.counted_loop(zero, batch, one, [], body)
 
     def lower_host_call(self, op: loop.HostCallOp) -> None:
-        call_id = host_call_id(op, self.host_calls)
-        self.host_calls += 1
+        call_id = host_call_id(op, self.shared.host_calls)
+        self.shared.host_calls += 1
         ins = [self.buf(x) for x in op.inputs]
         out_types = [r.type for r in op.outputs]
         assert all(isinstance(t, MemRefType) for t in out_types)
@@ -862,6 +947,282 @@ class _Lowering:
         return self.val(llvm.AddOp(q, self.int_cast(fix, t, signed=False)))
 
 
+# --------------------------------------------------------------------------- outlined nests and parallel regions
+
+_FLOAT_FOLDS = ("arith.addf", "arith.mulf")
+_FOLDS = (*_FLOAT_FOLDS, "arith.maximumf", "arith.minimumf", "arith.addi", "arith.muli", "arith.ori", "arith.andi")
+_FOLDS += ("arith.xori", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui")
+
+
+def fold_identity(kind: str, t: Attribute) -> int | float:
+    """The exact identity of the associative fold ``kind`` on type ``t`` (what a partial accumulator starts from)."""
+    if kind == "arith.addf":
+        return -0.0
+    if kind == "arith.mulf":
+        return 1.0
+    if kind in ("arith.maximumf", "arith.minimumf"):
+        return float("-inf") if kind == "arith.maximumf" else float("inf")
+    assert isinstance(t, IntegerType)
+    w = t.width.data
+    if kind in ("arith.muli",):
+        return 1
+    if kind in ("arith.andi", "arith.minui"):
+        return -1
+    if kind == "arith.maxsi":
+        return -(2 ** (w - 1))
+    if kind == "arith.minsi":
+        return 2 ** (w - 1) - 1
+    return 0
+
+
+def fold_kind(op: loop.ForOp, k: int) -> str | None:
+    """The op that folds carried value ``k`` of ``op``, if the loop only ever combines it with that one
+    associative op and values independent of it (through nested loops too); else None.
+
+    Such a loop may run its iterations in chunks, each from the fold's identity, and combine the chunks'
+    results in order afterwards (a reassociation of the same fold).
+    """
+    block = op.body.block
+    acc = block.args[1 + k]
+    term = block.last_op
+    if not acc.has_one_use() or not isinstance(term, loop.YieldOp):
+        return None
+    return _fold_chain(term.values[k], acc, block, "") or None
+
+
+def _fold_chain(cur: SSAValue, acc: SSAValue, block: Block, kind: str) -> str | None:
+    if cur is acc:
+        return kind
+    owner = cur.owner
+    if not cur.has_one_use() or not isinstance(owner, Operation) or owner.parent_block() is not block:
+        return None
+    if isinstance(owner, loop.ForOp):
+        idx = list(owner.results).index(cur)
+        inner = fold_kind(owner, idx)
+        if inner is None or (kind and inner != kind):
+            return None
+        return _fold_chain(owner.inits[idx], acc, block, inner)
+    if owner.name not in _FOLDS or (kind and owner.name != kind):
+        return None
+    for x in owner.operands:
+        found = _fold_chain(x, acc, block, owner.name)
+        if found is not None:
+            return found
+    return None
+
+
+def _free_values(op: Operation) -> list[SSAValue]:
+    """Values used inside ``op``'s region but defined outside it, in first-use order."""
+    inside = {id(x) for x in op.walk()}
+    seen: set[SSAValue] = set()
+    out: list[SSAValue] = []
+    for inner in op.walk():
+        if inner is op:
+            continue
+        for x in inner.operands:
+            owner = x.owner
+            definer = owner.parent_op() if isinstance(owner, Block) else owner
+            if definer is not None and id(definer) in inside:
+                continue
+            if x not in seen:
+                seen.add(x)
+                out.append(x)
+    return out
+
+
+def _const_op(v: SSAValue) -> llvm.ConstantOp | None:
+    return v.owner if isinstance(v.owner, llvm.ConstantOp) else None
+
+
+@dataclass
+class _Nest:
+    """A top-level loop nest outlined as ``i32 @fuse_nestK(lo, hi, err, out, inits..., [rt], values...)``.
+
+    The function runs the outermost loop over ``[lo, hi)`` with its carried
+    values starting at ``inits``, stores their final values in the 8-byte slots
+    of ``out``, and returns 0, or an error code after filling ``err``. Buffers
+    come in as ``noalias`` pointers and the extents and scalars the nest reads
+    as values; constants are rematerialised inside. ``folds`` is None for a
+    nest that runs serially, else the fold of each carried value (empty for a
+    parallel loop without any): such a nest may be split into chunks.
+    """
+
+    parent: _Lowering
+    op: loop.ForOp
+    name: str
+    passed: list[SSAValue]
+    carried: list[Attribute]
+    needs_rt: bool
+    folds: list[str] | None
+    work: list[SSAValue]
+
+    @staticmethod
+    def build(parent: _Lowering, op: loop.ForOp) -> _Nest:
+        shared = parent.shared
+        name = f"fuse_nest{sum(1 for f in shared.funcs if not f.sym_name.data.endswith('_chunk'))}"
+        if any(isinstance(i.type, MemRefType) for i in op.inits):
+            raise ValueError("lower-loop-to-llvm: loop.for cannot carry buffers")
+        carried = [llvm_type(i.type) for i in op.inits]
+        inner_ops = list(op.walk())
+        needs_rt = any(isinstance(x, loop.AllocOp | loop.HostCallOp | loop.GemmOp) for x in inner_ops)
+        free = _free_values(op)
+        passed: list[SSAValue] = []
+        known: set[SSAValue] = set()
+
+        def need(v: SSAValue) -> None:
+            if _const_op(v) is None and v not in known:
+                known.add(v)
+                passed.append(v)
+
+        for x in free:
+            if isinstance(x.type, MemRefType):
+                b = parent.buf(x)
+                need(b.ptr)
+                for e in b.extents:
+                    need(e)
+            else:
+                need(parent.v(x))
+        step = parent.v(op.step)
+        need(step)
+        head: list[Attribute] = [I64, I64, PTR, PTR, *carried] + ([PTR] if needs_rt else [])
+        types = head + [v.type for v in passed]
+        child = _Lowering(shared, types, main=False)
+        args = child.entry.args
+        lo, hi, child.p_err, out = args[:4]
+        inits = list(args[4 : 4 + len(carried)])
+        if needs_rt:
+            child.p_rt = args[4 + len(carried)]
+        local_of = dict(zip(passed, args[len(head) :]))
+
+        def local(v: SSAValue) -> SSAValue:
+            c = _const_op(v)
+            if c is None:
+                return local_of[v]
+            value = c.value
+            assert isinstance(value, IntegerAttr | FloatAttr)
+            return child.const(value.value.data, c.result.type)
+
+        for x in free:
+            if isinstance(x.type, MemRefType):
+                b = parent.buf(x)
+                child.buffers[x] = Buf(local(b.ptr), [local(e) for e in b.extents], b.elem)
+            else:
+                child.values[x] = local(parent.v(x))
+        child.values[op.step] = local(step)
+        results = child.counted_for(op, lo, hi, inits)
+        for k, r in enumerate(results):
+            child.store(r, child.slot(out, k))
+        child.emit(llvm.ReturnOp(child.const(0, I32)))
+        noalias = DictionaryAttr({"llvm.noalias": UnitAttr()})
+        plain = DictionaryAttr({})
+        buffer_ptrs = {parent.buf(x).ptr for x in free if isinstance(x.type, MemRefType)}
+        attrs = [plain, plain, noalias, noalias] + [plain] * (len(head) - 4)
+        attrs += [noalias if v in buffer_ptrs else plain for v in passed]
+        shared.funcs.append(
+            child.finish(name, llvm.LLVMFunctionType(types, I32), "internal", ArrayAttr(attrs), inline=False)
+        )
+
+        folds: list[str] | None = None
+        if shared.threads > 1 and not needs_rt and _is_const(step, 1):
+            kinds = [fold_kind(op, k) for k in range(len(carried))]
+            stores = any(isinstance(x, loop.StoreOp) for x in inner_ops)
+            if all(kind is not None for kind in kinds) and (op.parallel is not None or (kinds and not stores)):
+                if not (shared.strict and any(kind in _FLOAT_FOLDS for kind in kinds)):
+                    folds = [kind for kind in kinds if kind is not None]
+        work: list[SSAValue] = []
+        if folds is not None:
+            for x in inner_ops:
+                if isinstance(x, loop.ForOp) and x is not op and x.upper in free and _is_const(parent.v(x.lower), 0):
+                    w = parent.v(x.upper)
+                    if w not in work:
+                        work.append(w)
+        return _Nest(parent, op, name, passed, carried, needs_rt, folds, work)
+
+    def call_serial(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue]) -> list[SSAValue]:
+        """Run the whole nest on this thread."""
+        p = self.parent
+        out = p.entry_alloca(I64, len(self.carried))
+        args = [lower, upper, p.p_err, out, *inits] + ([p.p_rt] if self.needs_rt else []) + self.passed
+        rc = p.call(self.name, args, I32)
+        assert rc is not None
+        p.check_rc(rc)
+        return [p.load(p.slot(out, k), t) for k, t in enumerate(self.carried)]
+
+    def call_parallel(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue]) -> list[SSAValue]:
+        """Split the nest into one chunk per thread when there is enough work, else into one chunk.
+
+        Chunk ``c`` of ``n`` runs iterations ``[lo + trip*c/n, lo + trip*(c+1)/n)``
+        from the folds' identities; ``fuse_parallel_for`` reports the first
+        failing chunk's error (in chunk order), and the partial results are
+        folded in chunk order. With one chunk ``fuse_parallel_for`` just calls
+        it: a small call costs a few stores and an indirect call, no thread.
+        """
+        p, shared = self.parent, self.parent.shared
+        threads = shared.threads
+        assert self.folds is not None
+        trip = p.val(llvm.SubOp(upper, lower))
+        work = trip
+        for w in self.work:
+            work = p.mul(work, w, nsw=False)
+        enough = p.val(llvm.AndOp(p.icmp("sge", work, p.const(shared.parallel_min)), p.icmp("sgt", trip, p.const(1))))
+        nacc = len(self.carried)
+        part_off = 3 + len(self.passed)
+        env = p.entry_alloca(I64, part_off + threads * nacc)
+        split = p.intrinsic("llvm.smin.i64", [trip, p.const(threads)], I64, frozenset())
+        chunks = p.val(llvm.SelectOp(enough, split, p.const(1)))
+        for k, v in enumerate([lower, upper, chunks, *self.passed]):
+            p.store(v, p.slot(env, k))
+        chunk_fn = self.chunk_function(part_off)
+        p.declare("fuse_parallel_for", [PTR, PTR, I64, PTR], I32)
+        rc = p.call("fuse_parallel_for", [p.val(llvm.AddressOfOp(chunk_fn, PTR)), env, chunks, p.p_err], I32)
+        assert rc is not None
+        p.check_rc(rc)
+
+        def fold(c: SSAValue, accs: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            at = p.add(p.mul(c, p.const(nacc)), p.const(part_off))
+            out = []
+            for k, (kind, acc, t) in enumerate(zip(self.folds or [], accs, self.carried)):
+                part = p.load(p.slot(env, p.add(at, p.const(k)) if k else at), t)
+                out.append(_fold(p, kind, acc, part))
+            return out
+
+        return list(p.counted_loop(p.const(0), chunks, p.const(1), list(inits), fold)) if nacc else []
+
+    def chunk_function(self, part_off: int) -> str:
+        """``i32 @fuse_nestK_chunk(env, c, err)``: run chunk ``c`` with the values stored in ``env``."""
+        shared = self.parent.shared
+        t = _Lowering(shared, [PTR, I64, PTR], main=False)
+        env, c, err = t.entry.args
+        lo0, hi0, n = (t.load(t.slot(env, k), I64) for k in range(3))
+        trip = t.val(llvm.SubOp(hi0, lo0))
+        lo = t.add(lo0, t.val(llvm.SDivOp(t.mul(trip, c), n)))
+        hi = t.add(lo0, t.val(llvm.SDivOp(t.mul(trip, t.add(c, t.const(1))), n)))
+        nacc = len(self.carried)
+        out = t.slot(env, t.add(t.mul(c, t.const(nacc)), t.const(part_off))) if nacc else env
+        assert self.folds is not None
+        inits = [t.const(fold_identity(kind, ty), ty) for kind, ty in zip(self.folds, self.carried)]
+        values = [t.load(t.slot(env, 3 + k), v.type) for k, v in enumerate(self.passed)]
+        rc = t.call(self.name, [lo, hi, err, out, *inits, *values], I32)
+        assert rc is not None
+        t.emit(llvm.ReturnOp(rc))
+        name = f"{self.name}_chunk"
+        attrs = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()}), DictionaryAttr({}), DictionaryAttr({})])
+        shared.funcs.append(t.finish(name, llvm.LLVMFunctionType([PTR, I64, PTR], I32), "internal", attrs))
+        return name
+
+
+def _fold(p: _Lowering, kind: str, a: SSAValue, b: SSAValue) -> SSAValue:
+    """``a`` folded with ``b`` by the arith op ``kind`` (as lowered in a loop body)."""
+    if kind in _FLOAT_BINOPS:
+        flags = frozenset() if p.strict else frozenset({FastMathFlag.REASSOC})
+        return p.val(_FLOAT_BINOPS[kind](a, b, llvm.FastMathAttr(flags)))
+    if kind in _FLOAT_INTRINSICS:
+        return p.intrinsic(f"{_FLOAT_INTRINSICS[kind]}.{mangle(a.type)}", [a, b], a.type, frozenset())
+    if kind in _INT_MINMAX:
+        return p.intrinsic(f"{_INT_MINMAX[kind]}.{mangle(a.type)}", [a, b], a.type, frozenset())
+    return p.val(_INT_BINOPS[kind](a, b))  # type: ignore[call-arg]
+
+
 def host_call_id(op: loop.HostCallOp, position: int) -> int:
     """The index of a host call into ``fuse.host_calls``: its ``id`` attribute, else its position in walk order."""
     a = op.attributes.get("id")
@@ -894,14 +1255,26 @@ def _entry_func(module: ModuleOp) -> FuncFuncOp:
     raise ValueError(f"lower-loop-to-llvm: the module has no func.func @{ENTRY}")
 
 
-def lower_module(module: ModuleOp, strict: bool = False) -> None:
-    """Replace the loop-level ``fuse_main`` of ``module`` (in place) by its llvm-dialect form and declarations."""
+def lower_module(module: ModuleOp, strict: bool = False, threads: int = 1, parallel_min: int = PARALLEL_MIN) -> None:
+    """Replace the loop-level ``fuse_main`` of ``module`` (in place) by its llvm-dialect form and declarations.
+
+    Each top-level loop nest becomes its own internal function; with
+    ``threads`` > 1 the parallel ones (and full reductions by one associative
+    op) become regions split over that many threads when their work reaches
+    ``parallel_min`` iterations.
+    """
     func = _entry_func(module)
     if func.function_type.inputs.data or func.function_type.outputs.data:
         raise ValueError(f"lower-loop-to-llvm: func.func @{ENTRY} must take and return nothing")
-    shared = frozenset(k for k, _ in reuse_table(module))
-    lowering = _Lowering(abi_layout(module), strict, reduction_ops(func), shared)
-    new_ops = lowering.run(func)
+    shared = _Shared(
+        abi_layout(module),
+        strict,
+        reduction_ops(func),
+        threads,
+        parallel_min,
+        shared_allocs=frozenset(k for k, _ in reuse_table(module)),
+    )
+    new_ops = _Lowering(shared).run(func)
     block = module.body.block
     for old in list(block.ops):
         old.detach()
@@ -919,7 +1292,10 @@ class LowerLoopToLLVM(FusePass):
     checks become branches to error returns, ``loop.gemm`` calls BLAS and
     ``loop.host_call`` calls back into the runtime; float adds and muls that
     update a loop-carried accumulator get ``reassoc`` so LLVM can vectorise
-    the reduction (none with ``strict``).
+    the reduction (none with ``strict``). Each top-level loop nest becomes its
+    own function; with ``threads`` > 1, parallel nests and full reductions by
+    one associative op run through ``fuse_parallel_for`` when their work
+    reaches ``parallel-min`` (docs/threads.md).
     """
 
     name = "lower-loop-to-llvm"
@@ -946,7 +1322,9 @@ builtin.module attributes {fuse.args = [["x", "input"]], fuse.results = [["s", "
 }
 """
     strict: bool = option(False, help="emit no fast-math flags at all (not even reassoc on reductions)")
+    threads: int = option(1, help="split parallel loop nests over this many threads (1: none)")
+    parallel_min: int = option(PARALLEL_MIN, help="least work (loop iterations) for which a nest is split")
 
     def run(self, ctx: Context, module: ModuleOp, analyses: AnalysisManager) -> bool:
-        lower_module(module, strict=self.strict)
+        lower_module(module, strict=self.strict, threads=self.threads, parallel_min=self.parallel_min)
         return True

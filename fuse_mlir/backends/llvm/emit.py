@@ -4,9 +4,9 @@ Replaces ``xdsl.backend.llvm.convert``, which mangles no intrinsic names,
 drops fast-math flags on some calls, emits no function or parameter
 attributes and orders fast-math flags by hash. Here:
 
-- values are named ``%vN`` and blocks ``bbN`` in program order; constants are
-  printed inline (floats as exact hex); block arguments become ``phi`` nodes
-  with their incoming edges in block order;
+- values are named ``%vN`` and blocks ``bbN`` in program order; constants and
+  ``llvm.mlir.addressof`` are printed inline (floats as exact hex, ``@name``);
+  block arguments become ``phi`` nodes with their incoming edges in block order;
 - fast-math flags are printed in LLVM's own fixed order (``fast`` when all are set);
 - ``llvm.call_intrinsic`` names are taken as already mangled (``llvm.exp.f64``),
   and each intrinsic is declared once, sorted by name, at the end;
@@ -296,6 +296,9 @@ class _FuncEmitter:
                 if isinstance(op, llvm.UndefOp):
                     self.names[op.results[0]] = "undef"
                     continue
+                if isinstance(op, llvm.AddressOfOp):
+                    self.names[op.result] = f"@{op.global_name.root_reference.data}"
+                    continue
                 for r in op.results:
                     self.names[r] = f"%v{counter}"
                     counter += 1
@@ -354,7 +357,7 @@ class _FuncEmitter:
 
     def inst(self, op: Operation) -> str | None:
         name = op.name
-        if isinstance(op, llvm.ConstantOp | llvm.ZeroOp | llvm.UndefOp):
+        if isinstance(op, llvm.ConstantOp | llvm.ZeroOp | llvm.UndefOp | llvm.AddressOfOp):
             return None
         if name in _INT_BIN:
             lhs, rhs = op.operands

@@ -10,10 +10,13 @@ compiles nothing, and a second process only loads machine code.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
+import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -21,12 +24,14 @@ import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
 
 from fuse_mlir.backends.llvm.arena import StatePool, install_allocator
+from fuse_mlir.backends.llvm.parallel import resolve as resolve_threads
 from fuse_mlir.backends.llvm.runtime import KernelSpec, NativeKernel
 from fuse_mlir.backends.outputs import check_out
 from fuse_mlir.diagnostics import FuseError, Loc
 from fuse_mlir.frontend.lower import Lowered
 from fuse_mlir.interp.reference import RunResult
 from fuse_mlir.ir import make_context
+from fuse_mlir.passes.lower_loop_to_llvm import PARALLEL_MIN
 from fuse_mlir.program import print_module
 from fuse_mlir.targets import get_target, normalise_opt_level
 
@@ -71,12 +76,17 @@ def lower_to_loop(
     strict: bool = False,
     donate: Sequence[str] = (),
     pipeline: str | None = None,
+    verify: bool | None = None,
 ) -> ModuleOp:
     """A copy of a tensor_eq module lowered to the loop level by :func:`lowering_pipeline`.
 
     A user ``pipeline`` (pass pipeline text, e.g. ``"dedup,fuse"``) replaces the
     target's: each pass runs at its own level (the module is lowered to it
-    first) and whatever lowering remains to the loop level follows.
+    first) and whatever lowering remains to the loop level follows. The result
+    is verified when ``verify`` is true (default: when the ``FUSE_VERIFY``
+    environment variable is set and not ``0``): verification costs about a
+    third of the lowering time, and the passes build valid IR by construction
+    (the tests verify every pipeline's output).
     """
     from fuse_mlir.passes.levels import lower_to
     from fuse_mlir.passes.pipeline import Pipeline
@@ -86,8 +96,26 @@ def lower_to_loop(
     spec = pipeline if pipeline is not None else lowering_pipeline(target, opt_level, strict, donate)
     Pipeline.parse(spec, source=f"<{target} {opt_level}>" if pipeline is None else "<pipeline>").run(module, ctx)
     lower_to(module, "loop", ctx)
-    module.verify()
+    if verify if verify is not None else os.environ.get("FUSE_VERIFY", "0") not in ("", "0"):
+        module.verify()
     return module
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Run the block with Python's cyclic garbage collector off (back on afterwards, if it was on).
+
+    Lowering builds hundreds of thousands of IR objects; the collector's
+    repeated scans of that growing heap made compile time quadratic in the
+    program's size (more than half the Python time at 200 equations).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _strings(attr: ArrayAttr) -> list:
@@ -119,13 +147,21 @@ def _result_table(raw: list[list[Any]]) -> list[tuple[str, str, str, Loc | None,
     return [(n, kind, v, Loc.decode(loc) if loc else None, int(i)) for n, kind, v, loc, i in raw]
 
 
-def _key(te_text: str, strict: bool, opt_level: str, donate: Sequence[str], pipeline: str | None) -> str:
+def _key(
+    te_text: str,
+    strict: bool,
+    opt_level: str,
+    donate: Sequence[str],
+    pipeline: str | None,
+    threads: int,
+    parallel_min: int,
+) -> str:
     from fuse_mlir.backends.llvm.diskcache import code_version
     from fuse_mlir.backends.llvm.jit import target_fingerprint
 
     head = (
         f"fuse-kernel 1|{code_version()}|{target_fingerprint()}|strict={strict}|opt_level={opt_level}"
-        f"|donate={','.join(sorted(donate))}|pipeline={pipeline}|opt=3\n"
+        f"|donate={','.join(sorted(donate))}|pipeline={pipeline}|threads={threads}|parallel_min={parallel_min}|opt=3\n"
     )
     return hashlib.sha256(head.encode() + te_text.encode()).hexdigest()
 
@@ -178,18 +214,21 @@ def compile_program(
     donate: Sequence[str] = (),
     pipeline: str | None = None,
     cache: bool = True,
+    threads: int = 1,
+    parallel_min: int = PARALLEL_MIN,
 ) -> CompiledProgram:
     """The native program for a tensor_eq module: from the in-memory cache, else the disk cache, else compiled.
 
     The key covers everything that changes the code: the module, ``strict``,
     the optimisation level, the donated inputs (in-place decisions depend on
-    them) and a custom ``pipeline``. ``cache=False`` skips both caches (and
-    stores nothing).
+    them), a custom ``pipeline``, and the thread settings (``threads`` > 1
+    splits parallel loop nests whose work reaches ``parallel_min``).
+    ``cache=False`` skips both caches (and stores nothing).
     """
     opt = normalise_opt_level(opt_level)
     donated = sorted(donate)
     te_text = print_module(te_module)
-    key = _key(te_text, strict, opt, donated, pipeline) if cache else ""
+    key = _key(te_text, strict, opt, donated, pipeline, threads, parallel_min) if cache else ""
     if cache:
         with _LOCK:
             hit = _CACHE.get(key)
@@ -200,8 +239,9 @@ def compile_program(
             with _LOCK:
                 return _CACHE.setdefault(key, hit)
     t0 = time.perf_counter()
-    loop_module = lower_to_loop(te_module, opt_level=opt, strict=strict, donate=donated, pipeline=pipeline)
-    kernel = NativeKernel(loop_module, strict=strict, keep_object=cache)
+    with gc_paused():
+        loop_module = lower_to_loop(te_module, opt_level=opt, strict=strict, donate=donated, pipeline=pipeline)
+        kernel = NativeKernel(loop_module, strict=strict, keep_object=cache, threads=threads, parallel_min=parallel_min)
     args, raw_results = _tables(loop_module)
     compiled = CompiledProgram(kernel, args, _result_table(raw_results), loop_module, time.perf_counter() - t0)
     if cache:
@@ -242,6 +282,10 @@ class NativeExecutor:
     program may overwrite (JAX-style donation): the inplace pass lets kernels
     write into them, and their buffers may back the allocations a loop
     module's ``fuse.reuse`` pairs them with; any other input is never written.
+
+    ``threads`` (default ``FUSE_NUM_THREADS``, else the CPUs available) and
+    ``parallel_min`` (default ``FUSE_PARALLEL_MIN``, else 65536) set how parallel
+    loop nests are split (docs/threads.md).
     """
 
     strict: bool = False
@@ -250,6 +294,8 @@ class NativeExecutor:
     cache: bool = True
     reuse_outputs: bool = False
     donate: Sequence[str] = ()
+    threads: int | None = None
+    parallel_min: int | None = None
     compiled: dict[int, CompiledProgram] = field(default_factory=dict)
     supports_out: ClassVar[bool] = True
 
@@ -260,6 +306,7 @@ class NativeExecutor:
         self.donate = tuple(sorted(self.donate))
         self._donate = frozenset(self.donate)
         self._bound: dict[int, _Bound] = {}
+        self.threads, self.parallel_min = resolve_threads(self.threads, self.parallel_min)
 
     def program_for(self, lowered: Lowered) -> CompiledProgram:
         key = id(lowered.module)
@@ -276,6 +323,8 @@ class NativeExecutor:
                 donate=self.donate,
                 pipeline=self.pipeline,
                 cache=self.cache,
+                threads=self.threads or 1,
+                parallel_min=self.parallel_min if self.parallel_min is not None else PARALLEL_MIN,
             )
         return self.compiled[key]
 

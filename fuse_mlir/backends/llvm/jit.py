@@ -207,9 +207,14 @@ def _external_symbols(ir: str) -> tuple[str, ...]:
 
 
 def _resolve(symbols: tuple[str, ...]) -> None:
+    """Every declared non-intrinsic function must resolve (an unresolved one would abort inside LLVM)."""
     for name in symbols:
         if name in ("fuse_dgemm", "fuse_sgemm"):
             _ensure_blas()
+        if name == "fuse_parallel_for":  # the thread pool is compiled on first use (also for disk-cached code)
+            from .parallel import ensure_pool
+
+            ensure_pool()
         if name in _symbols:
             continue
         if not hasattr(_process, name):

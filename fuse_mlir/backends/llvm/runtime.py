@@ -51,6 +51,7 @@ from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.passes.lower_loop_to_llvm import (
     ERR_ALLOC,
     ERR_HOST_CALL,
+    PARALLEL_MIN,
     abi_layout,
     alloc_id,
     host_call_id,
@@ -448,7 +449,7 @@ class _Slot:
 class NativeKernel:
     """A loop-level module compiled to native code; call it with the input/source arrays in slot order.
 
-    ``NativeKernel(module, constants, strict, opt_level)`` compiles;
+    ``NativeKernel(module, constants, strict, opt_level, threads=, parallel_min=)`` compiles;
     :meth:`from_parts` rebuilds one from a :class:`KernelSpec` and loaded
     machine code (the disk cache).
     """
@@ -461,15 +462,19 @@ class NativeKernel:
         opt_level: int = 3,
         *,
         keep_object: bool = False,
+        threads: int = 1,
+        parallel_min: int = PARALLEL_MIN,
     ):
         install_allocator()
         t0 = time.perf_counter()
         self.module: ModuleOp | None = module
         self.strict = strict
         self.opt_level = opt_level
+        self.threads = threads
+        self.parallel_min = parallel_min
         spec = KernelSpec.from_module(module, constants or {})
         lowered = module.clone()
-        lower_module(lowered, strict=strict)
+        lower_module(lowered, strict=strict, threads=threads, parallel_min=parallel_min)
         t1 = time.perf_counter()
         self.llvm_ir: str | None = emit_llvm_ir(lowered)
         t2 = time.perf_counter()

@@ -1,0 +1,372 @@
+"""The native thread pool behind parallel loop nests: ``fuse_parallel_for`` and the thread settings.
+
+Kernels run a parallel region by calling
+
+```c
+int32_t fuse_parallel_for(int32_t (*chunk)(void *env, int64_t c, int64_t *err), void *env, int64_t n,
+                          int64_t *err);
+```
+
+which runs ``chunk(env, c, err_c)`` for every ``c`` in ``[0, n)`` and returns
+when all are done: chunk 0 and any chunk no worker can take on the calling
+thread, the others on persistent worker threads (worker ``c`` runs chunk ``c``).
+A chunk returns 0 or an error code with its details in ``err_c[0..2]``; the
+region returns the code of the first failing chunk in chunk order (its details
+copied to ``err``), else 0, so errors are reported as a serial run would. The pool is
+a small LLVM IR module compiled once per process by llvmlite; its workers are
+POSIX threads that sleep on a condition variable between regions (no spinning),
+are started lazily up to the largest region seen, run with every signal blocked
+(Python's handlers stay on Python's threads), and are never left running work:
+the caller waits for every chunk before it returns, whatever the chunks report
+(chunk functions return their error codes through ``env``, never unwind).
+
+Only one region runs on the pool at a time: a region started while another is
+running (a second Python thread calling a kernel, or a chunk that itself holds a
+region) runs all its chunks in order on its own thread (``trylock``), so there
+is no deadlock, and the results are the same because the chunking is (a
+serial run stops at the first failing chunk). After
+``os.fork`` the child re-initialises the pool (its threads did not survive).
+
+Settings: :func:`default_threads` (``FUSE_NUM_THREADS``, else the CPUs this
+process may run on) and :func:`default_parallel_min` (``FUSE_PARALLEL_MIN``, the
+least amount of work, in innermost iterations, that a region is split for).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+from fuse_mlir.diagnostics import FuseError
+from fuse_mlir.passes.lower_loop_to_llvm import PARALLEL_MIN
+
+__all__ = ["MAX_THREADS", "PARALLEL_MIN", "default_parallel_min", "default_threads", "ensure_pool", "resolve"]
+
+MAX_THREADS = 1024
+"""The most threads a kernel may be compiled for."""
+
+_SLOT = 512  # bytes reserved for each pthread object (glibc needs 40 or 48)
+
+_POOL_IR = f"""
+@pool_m = internal global [{_SLOT} x i8] zeroinitializer, align 64
+@pool_work = internal global [{_SLOT} x i8] zeroinitializer, align 64
+@pool_done = internal global [{_SLOT} x i8] zeroinitializer, align 64
+@pool_region = internal global [{_SLOT} x i8] zeroinitializer, align 64
+@pool_gen = internal global i64 0
+@pool_nworkers = internal global i64 0
+@pool_active = internal global i64 0
+@pool_pending = internal global i64 0
+@pool_fn = internal global ptr null
+@pool_env = internal global ptr null
+@pool_start = internal global [{MAX_THREADS + 1} x i64] zeroinitializer
+@pool_rc = internal global [{MAX_THREADS + 1} x i32] zeroinitializer
+@pool_err = internal global [{3 * (MAX_THREADS + 1)} x i64] zeroinitializer
+
+declare i32 @pthread_mutex_init(ptr, ptr)
+declare i32 @pthread_mutex_lock(ptr)
+declare i32 @pthread_mutex_trylock(ptr)
+declare i32 @pthread_mutex_unlock(ptr)
+declare i32 @pthread_cond_init(ptr, ptr)
+declare i32 @pthread_cond_wait(ptr, ptr)
+declare i32 @pthread_cond_signal(ptr)
+declare i32 @pthread_cond_broadcast(ptr)
+declare i32 @pthread_create(ptr, ptr, ptr, ptr)
+declare i32 @pthread_detach(i64)
+declare i32 @pthread_sigmask(i32, ptr, ptr)
+declare i32 @sigfillset(ptr)
+
+define void @fuse_pool_init() {{
+entry:
+  call i32 @pthread_mutex_init(ptr @pool_m, ptr null)
+  call i32 @pthread_mutex_init(ptr @pool_region, ptr null)
+  call i32 @pthread_cond_init(ptr @pool_work, ptr null)
+  call i32 @pthread_cond_init(ptr @pool_done, ptr null)
+  store i64 0, ptr @pool_gen
+  store i64 0, ptr @pool_nworkers
+  store i64 0, ptr @pool_active
+  store i64 0, ptr @pool_pending
+  ret void
+}}
+
+define i64 @fuse_pool_workers() {{
+entry:
+  call i32 @pthread_mutex_lock(ptr @pool_m)
+  %n = load i64, ptr @pool_nworkers
+  call i32 @pthread_mutex_unlock(ptr @pool_m)
+  ret i64 %n
+}}
+
+define internal ptr @fuse_pool_worker(ptr %arg) {{
+entry:
+  %id = ptrtoint ptr %arg to i64
+  call i32 @pthread_mutex_lock(ptr @pool_m)
+  %sp = getelementptr inbounds [{MAX_THREADS + 1} x i64], ptr @pool_start, i64 0, i64 %id
+  %seen0 = load i64, ptr %sp
+  br label %wait
+wait:
+  %seen = phi i64 [ %seen0, %entry ], [ %seen, %sleep ], [ %g, %skip ], [ %g, %after ]
+  %g = load i64, ptr @pool_gen
+  %same = icmp eq i64 %g, %seen
+  br i1 %same, label %sleep, label %go
+sleep:
+  call i32 @pthread_cond_wait(ptr @pool_work, ptr @pool_m)
+  br label %wait
+go:
+  %act = load i64, ptr @pool_active
+  %part = icmp sle i64 %id, %act
+  br i1 %part, label %run, label %skip
+skip:
+  br label %wait
+run:
+  %fn = load ptr, ptr @pool_fn
+  %env = load ptr, ptr @pool_env
+  call i32 @pthread_mutex_unlock(ptr @pool_m)
+  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 %id)
+  call i32 @pthread_mutex_lock(ptr @pool_m)
+  %p = load i64, ptr @pool_pending
+  %p1 = sub i64 %p, 1
+  store i64 %p1, ptr @pool_pending
+  %z = icmp eq i64 %p1, 0
+  br i1 %z, label %signal, label %after
+signal:
+  call i32 @pthread_cond_signal(ptr @pool_done)
+  br label %after
+after:
+  br label %wait
+}}
+
+; Chunk %c of the region that holds the pool: its code and details go to the pool's tables.
+define internal void @fuse_pool_chunk(ptr %fn, ptr %env, i64 %c) {{
+entry:
+  %e3 = mul i64 %c, 3
+  %err = getelementptr inbounds i64, ptr @pool_err, i64 %e3
+  %rc = call i32 %fn(ptr %env, i64 %c, ptr %err)
+  %rp = getelementptr inbounds i32, ptr @pool_rc, i64 %c
+  store i32 %rc, ptr %rp
+  ret void
+}}
+
+; All chunks in order on this thread, stopping at the first that fails (its details go to %err).
+define internal i32 @fuse_pool_serial(ptr %fn, ptr %env, i64 %n, ptr %err) {{
+entry:
+  br label %head
+head:
+  %c = phi i64 [ 0, %entry ], [ %c1, %body ]
+  %more = icmp slt i64 %c, %n
+  br i1 %more, label %body, label %done
+body:
+  %rc = call i32 %fn(ptr %env, i64 %c, ptr %err)
+  %c1 = add i64 %c, 1
+  %ok = icmp eq i32 %rc, 0
+  br i1 %ok, label %head, label %failed
+failed:
+  ret i32 %rc
+done:
+  ret i32 0
+}}
+
+define i32 @fuse_parallel_for(ptr %fn, ptr %env, i64 %n, ptr %err) {{
+entry:
+  %set = alloca [64 x i64], align 16
+  %old = alloca [64 x i64], align 16
+  %tid = alloca i64, align 8
+  %few = icmp slt i64 %n, 2
+  br i1 %few, label %serial, label %try
+serial:
+  %src = call i32 @fuse_pool_serial(ptr %fn, ptr %env, i64 %n, ptr %err)
+  ret i32 %src
+try:
+  %big0 = icmp sgt i64 %n, {MAX_THREADS + 1}
+  br i1 %big0, label %serial, label %trylock
+trylock:
+  %trc = call i32 @pthread_mutex_trylock(ptr @pool_region)
+  %busy = icmp ne i32 %trc, 0
+  br i1 %busy, label %serial, label %locked
+locked:
+  call i32 @pthread_mutex_lock(ptr @pool_m)
+  %want = sub i64 %n, 1
+  %have0 = load i64, ptr @pool_nworkers
+  %grow = icmp slt i64 %have0, %want
+  br i1 %grow, label %mask, label %publish
+mask:
+  call i32 @sigfillset(ptr %set)
+  call i32 @pthread_sigmask(i32 0, ptr %set, ptr %old)
+  br label %spawn
+spawn:
+  %have = phi i64 [ %have0, %mask ], [ %have1, %started ]
+  %more = icmp slt i64 %have, %want
+  br i1 %more, label %create, label %unmask
+create:
+  %id = add i64 %have, 1
+  %gen0 = load i64, ptr @pool_gen
+  %sp = getelementptr inbounds [{MAX_THREADS + 1} x i64], ptr @pool_start, i64 0, i64 %id
+  store i64 %gen0, ptr %sp
+  %arg = inttoptr i64 %id to ptr
+  %crc = call i32 @pthread_create(ptr %tid, ptr null, ptr @fuse_pool_worker, ptr %arg)
+  %ok = icmp eq i32 %crc, 0
+  br i1 %ok, label %started, label %unmask
+started:
+  %t = load i64, ptr %tid
+  call i32 @pthread_detach(i64 %t)
+  store i64 %id, ptr @pool_nworkers
+  %have1 = add i64 %have, 1
+  br label %spawn
+unmask:
+  call i32 @pthread_sigmask(i32 2, ptr %old, ptr null)
+  br label %publish
+publish:
+  %nw = load i64, ptr @pool_nworkers
+  %fewer = icmp slt i64 %nw, %want
+  %act = select i1 %fewer, i64 %nw, i64 %want
+  store ptr %fn, ptr @pool_fn
+  store ptr %env, ptr @pool_env
+  store i64 %act, ptr @pool_active
+  store i64 %act, ptr @pool_pending
+  %g = load i64, ptr @pool_gen
+  %g1 = add i64 %g, 1
+  store i64 %g1, ptr @pool_gen
+  call i32 @pthread_cond_broadcast(ptr @pool_work)
+  call i32 @pthread_mutex_unlock(ptr @pool_m)
+  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 0)
+  %rest = add i64 %act, 1
+  br label %extra
+extra:
+  %x = phi i64 [ %rest, %publish ], [ %x1, %extra_body ]
+  %xmore = icmp slt i64 %x, %n
+  br i1 %xmore, label %extra_body, label %joining
+extra_body:
+  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 %x)
+  %x1 = add i64 %x, 1
+  br label %extra
+joining:
+  call i32 @pthread_mutex_lock(ptr @pool_m)
+  br label %join
+join:
+  %pend = load i64, ptr @pool_pending
+  %finished = icmp eq i64 %pend, 0
+  br i1 %finished, label %scan, label %block
+block:
+  call i32 @pthread_cond_wait(ptr @pool_done, ptr @pool_m)
+  br label %join
+scan:
+  call i32 @pthread_mutex_unlock(ptr @pool_m)
+  br label %scan_head
+scan_head:
+  %c = phi i64 [ 0, %scan ], [ %c1, %scan_next ]
+  %cmore = icmp slt i64 %c, %n
+  br i1 %cmore, label %scan_body, label %out
+scan_body:
+  %rp = getelementptr inbounds i32, ptr @pool_rc, i64 %c
+  %rc = load i32, ptr %rp
+  %good = icmp eq i32 %rc, 0
+  br i1 %good, label %scan_next, label %report
+scan_next:
+  %c1 = add i64 %c, 1
+  br label %scan_head
+report:
+  %e3 = mul i64 %c, 3
+  %ep = getelementptr inbounds i64, ptr @pool_err, i64 %e3
+  call void @llvm.memcpy.p0.p0.i64(ptr %err, ptr %ep, i64 24, i1 false)
+  br label %out
+out:
+  %res = phi i32 [ 0, %scan_head ], [ %rc, %report ]
+  call i32 @pthread_mutex_unlock(ptr @pool_region)
+  ret i32 %res
+}}
+
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+"""
+
+_LIBC_SYMBOLS = (
+    "pthread_mutex_init",
+    "pthread_mutex_lock",
+    "pthread_mutex_trylock",
+    "pthread_mutex_unlock",
+    "pthread_cond_init",
+    "pthread_cond_wait",
+    "pthread_cond_signal",
+    "pthread_cond_broadcast",
+    "pthread_create",
+    "pthread_detach",
+    "pthread_sigmask",
+    "sigfillset",
+)
+
+_lock = threading.Lock()
+_pool: object | None = None
+_init_fn: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
+_workers_fn: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
+
+
+def _reinit_after_fork() -> None:
+    if _init_fn is not None:
+        _init_fn()
+
+
+def ensure_pool() -> None:
+    """Compile the pool once per process and register ``fuse_parallel_for`` for the kernels (idempotent)."""
+    global _pool, _init_fn, _workers_fn
+    with _lock:
+        if _pool is not None:
+            return
+        from .jit import JitError, jit_compile, register_symbol
+
+        process = ctypes.CDLL(None)
+        for name in _LIBC_SYMBOLS:
+            try:
+                address = ctypes.cast(getattr(process, name), ctypes.c_void_p).value
+            except AttributeError:
+                raise JitError(f"the thread pool needs {name}, which this process does not provide") from None
+            register_symbol(name, address or 0)
+        jit = jit_compile(_POOL_IR, name="fuse_parallel_for", opt_level=2, fn_type=ctypes.CFUNCTYPE(ctypes.c_int32))
+        void = ctypes.CFUNCTYPE(None)
+        _init_fn = void(jit.engine.get_function_address("fuse_pool_init"))
+        _workers_fn = ctypes.CFUNCTYPE(ctypes.c_int64)(jit.engine.get_function_address("fuse_pool_workers"))
+        _init_fn()
+        register_symbol("fuse_parallel_for", jit.address, jit)
+        os.register_at_fork(after_in_child=_reinit_after_fork)
+        _pool = jit
+
+
+def pool_workers() -> int:
+    """How many worker threads the pool has started in this process (0 before the first parallel region)."""
+    return int(_workers_fn()) if _workers_fn is not None else 0
+
+
+def _env_int(name: str) -> int | None:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise FuseError(f"{name} must be an integer, got {text!r}") from None
+
+
+def default_threads() -> int:
+    """``FUSE_NUM_THREADS`` if set, else the number of CPUs this process may run on."""
+    n = _env_int("FUSE_NUM_THREADS")
+    if n is not None:
+        return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def default_parallel_min() -> int:
+    """``FUSE_PARALLEL_MIN`` if set, else :data:`PARALLEL_MIN`."""
+    n = _env_int("FUSE_PARALLEL_MIN")
+    return PARALLEL_MIN if n is None else n
+
+
+def resolve(threads: object, parallel_min: object) -> tuple[int, int]:
+    """The thread count and split threshold a kernel is compiled for (None: the defaults); bad values are FuseErrors."""
+    t = default_threads() if threads is None else threads
+    m = default_parallel_min() if parallel_min is None else parallel_min
+    if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= MAX_THREADS:
+        raise FuseError(f"threads must be an integer from 1 to {MAX_THREADS}, got {t!r}")
+    if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+        raise FuseError(f"parallel_min must be a non-negative integer, got {m!r}")
+    return t, m

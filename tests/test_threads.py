@@ -1,0 +1,183 @@
+"""Multithreaded kernels: results with 1, 2 and 4 threads against the reference, determinism, errors, settings.
+
+``parallel_min=0`` splits every parallel nest with two or more iterations, so
+small inputs exercise the threaded path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.workloads import WORKLOADS
+from fuse_mlir import FuseError, FuseRuntimeError, Program
+from fuse_mlir.backends.llvm.executor import NativeExecutor, lower_to_loop
+from fuse_mlir.backends.llvm.parallel import MAX_THREADS, default_threads
+from tests.strategies import GenProgram, programs
+from tests.test_llvm_programs import same
+from tests.test_semantics import CASES
+
+THREADED = {"parallel_min": 0}
+
+
+def _repeat_identical(prog: Program, inputs: dict, threads: int) -> None:
+    """Two runs of a threaded kernel give bit-identical results."""
+    run = prog.compile("llvm", threads=threads, **THREADED)
+    a, b = run(**inputs), run(**inputs)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+@pytest.mark.parametrize("name,src,inputs,expected", CASES, ids=[c[0] for c in CASES])
+def test_semantics_cases_threaded(name, src, inputs, expected, threads):
+    same(Program(src), inputs, threads=threads, **THREADED)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("w", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_workloads_threaded(w, dtype, threads):
+    inputs = w.inputs(np.random.default_rng(1), np.dtype(dtype), True)
+    same(Program(w.source), inputs, 1e-10 if dtype == np.float64 else 1e-4, threads=threads, **THREADED)
+    _repeat_identical(Program(w.source), inputs, threads)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prog=programs(), seed=st.integers(0, 2**16), threads=st.sampled_from([2, 3, 4]))
+def test_random_programs_threaded(prog: GenProgram, seed: int, threads: int):
+    same(Program(prog.source()), prog.arrays(seed), 1e-9, threads=threads, **THREADED)
+
+
+def test_large_reduction_is_split_and_deterministic():
+    """A reduction over more elements than threads: chunk partials fold in order, the same on every run."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(100_003)
+    prog = Program("S = X[i] * X[i]\nexport S\nM max= X[i]\nexport M\nP min= X[i]\nexport P")
+    for threads in (2, 3, 4):
+        got = prog.compile("llvm", threads=threads, **THREADED)(X=x)
+        np.testing.assert_allclose(got["S"], (x * x).sum(), rtol=1e-12)
+        assert got["M"] == x.max() and got["P"] == x.min()
+        _repeat_identical(prog, {"X": x}, threads)
+
+
+def test_integer_and_boolean_reductions_threaded():
+    rng = np.random.default_rng(6)
+    k = rng.integers(-50, 50, 10_001)
+    prog = Program("S = K[i]\nexport S\nM max= K[i]\nexport M")
+    got = prog.compile("llvm", threads=3, **THREADED)(K=k)
+    assert got["S"] == k.sum() and got["M"] == k.max()
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_error_in_parallel_region_is_the_first_in_order(threads):
+    """Out-of-range gathers in several chunks: the error is the one a serial run reports first."""
+    prog = Program("S = X[Idx[n]]\nexport S\nY[n] = X[Idx[n]] * 2.0\nexport Y")
+    run = prog.compile("llvm", threads=threads, **THREADED)
+    x = np.arange(10.0)
+    idx = np.arange(1000) % 10
+    np.testing.assert_allclose(run(X=x, Idx=idx)["S"], x[idx].sum())
+    idx[400], idx[900] = 12, 13
+    with pytest.raises(FuseRuntimeError, match="index 12 is out of range"):
+        run(X=x, Idx=idx)
+    idx[400] = 3
+    with pytest.raises(FuseRuntimeError, match="index 13 is out of range"):
+        run(X=x, Idx=idx)
+    idx[900] = 4
+    np.testing.assert_allclose(run(X=x, Idx=idx)["S"], x[idx].sum())
+
+
+def test_concurrent_callers_share_the_pool():
+    """Kernels called from several Python threads at once: a region that finds the pool busy runs serially."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((64, 300))
+    prog = Program("Y[r, c.] = softmax(X[r, c])\nexport Y")
+    run = prog.compile("llvm", threads=2, **THREADED)
+    want = run(X=x)["Y"]
+    failures: list[str] = []
+
+    def worker() -> None:
+        for _ in range(20):
+            if not np.array_equal(run(X=x)["Y"], want):
+                failures.append("mismatch")
+
+    pool = [threading.Thread(target=worker) for _ in range(3)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    assert not failures
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_parallel_kernel_after_fork():
+    prog = Program("S = X[i]\nexport S")
+    run = prog.compile("llvm", threads=2, **THREADED)
+    x = np.arange(1000.0)
+    assert run(X=x)["S"] == x.sum()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = run(X=x)["S"] == x.sum()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_small_calls_start_no_threads():
+    """Below the threshold a kernel compiled for 4 threads runs on the caller and starts no worker."""
+    code = (
+        "import numpy as np\n"
+        "from fuse_mlir import Program\n"
+        "from fuse_mlir.backends.llvm.parallel import pool_workers\n"
+        "p = Program('Y[i] = exp(X[i]) + 1.0\\nexport Y')\n"
+        "r = p.compile('llvm', threads=4)\n"
+        "r(X=np.ones(1000))\n"
+        "print(pool_workers())\n"
+        "r2 = p.compile('llvm', threads=4, parallel_min=10)\n"
+        "r2(X=np.ones(1000))\n"
+        "print(pool_workers())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["0", "3"]
+
+
+def test_thread_settings(monkeypatch):
+    monkeypatch.setenv("FUSE_NUM_THREADS", "3")
+    monkeypatch.setenv("FUSE_PARALLEL_MIN", "17")
+    ex = NativeExecutor()
+    assert (ex.threads, ex.parallel_min) == (3, 17)
+    assert NativeExecutor(threads=2, parallel_min=5).threads == 2
+    monkeypatch.delenv("FUSE_NUM_THREADS")
+    assert default_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("FUSE_NUM_THREADS", "many")
+    with pytest.raises(FuseError, match="FUSE_NUM_THREADS must be an integer"):
+        NativeExecutor()
+    monkeypatch.delenv("FUSE_NUM_THREADS")
+    for bad in (0, -1, MAX_THREADS + 1, 2.5, True):
+        with pytest.raises(FuseError, match="threads must be an integer"):
+            Program("Y[i] = X[i]\nexport Y").compile("llvm", threads=bad)
+    with pytest.raises(FuseError, match="parallel_min"):
+        Program("Y[i] = X[i]\nexport Y").compile("llvm", parallel_min=-3)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).parent.parent / "examples").glob("*.fuse")), ids=lambda p: p.name
+)
+def test_pipeline_output_verifies(path):
+    """The compile path skips verification for speed (FUSE_VERIFY turns it on): the IR it builds must verify."""
+    lower_to_loop(Program.from_file(path).lower().module, verify=True)
+
+
+@pytest.mark.parametrize("w", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_workload_pipeline_output_verifies(w):
+    inputs = w.inputs(np.random.default_rng(1), np.dtype(np.float32), True)
+    lower_to_loop(Program(w.source).lower({k: v.dtype for k, v in inputs.items()}).module, verify=True)
