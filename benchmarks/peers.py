@@ -28,8 +28,16 @@ import numpy as np
 
 from benchmarks.workloads import BY_NAME, Workload
 
+# fuse_mlir's own backends: llvm, then the hand-offs (the same program run by torch, jax and numba).
+HANDOFFS: dict[str, tuple[str, dict[str, Any]]] = {
+    "fuse-torch": ("torch", {"mode": "eager"}),
+    "fuse-torch-compile": ("torch", {"mode": "compile"}),
+    "fuse-jax": ("jax", {}),
+    "fuse-numba": ("numba", {"parallel": True}),
+}
 IMPLEMENTATIONS: tuple[str, ...] = (
     "fuse-llvm",
+    *HANDOFFS,
     "numpy",
     "numba",
     "numba-parallel",
@@ -37,7 +45,7 @@ IMPLEMENTATIONS: tuple[str, ...] = (
     "torch",
     "torch-compile",
 )
-PEERS: tuple[str, ...] = IMPLEMENTATIONS[1:]
+PEERS: tuple[str, ...] = tuple(i for i in IMPLEMENTATIONS if not i.startswith("fuse-"))
 DTYPES: tuple[str, ...] = ("float64", "float32")
 TORCH_THREADS = 2
 
@@ -356,6 +364,17 @@ def _bind(
 
         runner = Program(workload.source).compile("llvm")
         return (lambda: runner(**inputs)), (lambda r: np.asarray(r[workload.output]))  # type: ignore[index]
+    if impl in HANDOFFS:
+        from fuse_mlir import FuseError, Program
+
+        backend, options = HANDOFFS[impl]
+        if impl == "fuse-torch-compile":
+            import_torch()._dynamo.reset()
+        try:
+            handoff = Program(workload.source).compile(backend, **options)
+        except FuseError as e:  # the framework is not installed
+            raise Unavailable(str(e)) from e
+        return (lambda: handoff(**inputs)), (lambda r: np.asarray(r[workload.output]))  # type: ignore[index]
     if impl == "numpy":
         return (lambda: workload.numpy(**inputs)), np.asarray
     if impl in ("numba", "numba-parallel"):
@@ -393,7 +412,7 @@ def prepare(impl: str, workload: Workload, inputs: dict[str, np.ndarray], want: 
     try:
         result = call()
     except Exception as e:  # a peer that fails here (e.g. no C++ toolchain) is reported, not fatal
-        if impl == "fuse-llvm":
+        if impl.startswith("fuse-"):
             raise
         raise Unavailable(
             f"{impl} failed on {workload.name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"

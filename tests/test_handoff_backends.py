@@ -333,3 +333,40 @@ def test_jax_sharded_equals_unsharded(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "sharded ok" in out.stdout
+
+
+class TestAuto:
+    def test_cpu_runs_llvm(self):
+        from fuse_mlir.backends.handoff import choose_backend
+
+        assert choose_backend({}) == "llvm"
+        assert choose_backend({"device": "cpu"}) == "llvm"
+        assert choose_backend({"strict": True}) == "llvm"
+        run = Program("Y[i] = X[i] * 2").compile("auto", device="cpu")
+        assert run.executor.backend_name == "llvm"
+        np.testing.assert_allclose(run(X=np.arange(3.0))["Y"], [0.0, 2.0, 4.0])
+
+    def test_sharding_and_donation_hand_off_to_jax(self):
+        from fuse_mlir.backends.handoff import choose_backend
+
+        assert choose_backend({"shard": {"b": "data"}}) == "jax"
+        assert choose_backend({"donate": ["X"]}) == "jax"
+        assert choose_backend({"mode": "compile"}) == "torch"
+
+    def test_jax_device_hands_off_to_jax(self):
+        jax = pytest.importorskip("jax")
+        run = Program("Y[i] = X[i] * 2").compile("auto", device=jax.devices("cpu")[0])
+        assert run.executor.backend_name == "jax"
+        np.testing.assert_allclose(run(X=np.arange(3.0))["Y"], [0.0, 2.0, 4.0])
+
+    def test_cuda_without_a_gpu_is_a_clear_error(self):
+        torch = pytest.importorskip("torch")
+        if torch.cuda.is_available():
+            assert Program("Y[i] = X[i]").compile("auto", device="cuda").executor.backend_name == "torch"
+            return
+        with pytest.raises(FuseError, match="no installed framework"):
+            Program("Y[i] = X[i]").compile("auto", device="cuda")
+
+    def test_unknown_device(self):
+        with pytest.raises(FuseError, match="does not know device"):
+            Program("Y[i] = X[i]").compile("auto", device="abacus")

@@ -4,8 +4,8 @@
 return_type="numpy"|"native")``:
 
 - ``device``: a jax device, or a platform name ("cpu", "gpu", "tpu"; first device of it);
-- ``donate``: input names whose buffers XLA may reuse for results (``donate_argnames``);
-  a donated input the caller passed as a jax array is invalid after the call;
+- ``donate``: input names whose device buffers XLA may reuse for results (only those are donated;
+  the runner copies every input to the device, so the caller's arrays stay valid);
 - ``mesh`` with ``in_shardings`` (input name -> ``PartitionSpec`` or ``NamedSharding``), or
   the named-axis form ``shard={"b": "data"}`` (every input with index ``b`` is split along
   that axis over the mesh axis ``data``; the mesh defaults to all devices on one axis ``data``):
@@ -209,14 +209,19 @@ class JaxExecutor(ArrayExecutor):
         return None
 
     def build(self, walker: TeWalker) -> Callable[..., WalkOutput]:
-        def run(inputs: dict[str, jax.Array], sources: dict[str, jax.Array]) -> WalkOutput:
-            return walker(inputs, sources)
+        donate = set(self.donate)
 
-        jitted = jax.jit(run, donate_argnames=("inputs",) if self.donate else ())
+        def run(donated: dict[str, jax.Array], kept: dict[str, jax.Array], sources: dict[str, jax.Array]) -> WalkOutput:
+            return walker({**donated, **kept}, sources)
+
+        # Only the named inputs are donated: they travel in their own argument.
+        jitted = jax.jit(run, donate_argnames=("donated",) if donate else ())
 
         def call(inputs: dict[str, jax.Array], sources: dict[str, jax.Array]) -> WalkOutput:
+            donated = {k: v for k, v in inputs.items() if k in donate}
+            kept = {k: v for k, v in inputs.items() if k not in donate}
             with jax.enable_x64(True):
-                return jitted(inputs, sources)
+                return jitted(donated, kept, sources)
 
         return call
 
