@@ -6,7 +6,7 @@ values, dtypes and shapes; errors the reference raises at run time must be
 FuseRuntimeErrors here too. A framework that is not installed skips its
 tests. ``torch.compile`` and numba are slow to compile, so compile mode runs
 on a few programs, and numba (serial; ``parallel=True`` on a few programs)
-on every example, block and workload and on a fixed third of the larger
+on every example, block and workload and on a fixed fifth of the larger
 corpora (semantics cases, builtins, random programs).
 """
 
@@ -39,9 +39,9 @@ def backend(request) -> str:
 
 
 def sample(backend: str, *key: object) -> None:
-    """Skip two thirds of a large corpus on numba (by a stable hash of the case), whose compiles take seconds."""
-    if backend == "numba" and zlib.crc32(repr(key).encode()) % 3:
-        pytest.skip("numba runs a fixed third of this corpus")
+    """Skip four fifths of a large corpus on numba (by a stable hash of the case), whose compiles take seconds."""
+    if backend == "numba" and zlib.crc32(repr(key).encode()) % 5:
+        pytest.skip("numba runs a fixed fifth of this corpus")
 
 
 def options(backend: str) -> dict:
@@ -206,7 +206,7 @@ class TestErrors:
             Program("Y[i] = X[i] ** E[i]").compile(backend)(X=np.array([2, 3]), E=np.array([1, -1]))
 
 
-PARALLEL_PROGRAMS = ["embedding.fuse", "svm.fuse"]
+PARALLEL_PROGRAMS = ["svm.fuse"]
 
 
 @pytest.mark.parametrize("name", PARALLEL_PROGRAMS)
@@ -231,7 +231,7 @@ def test_numba_renders_prange_for_parallel_loops():
     assert "prange(" not in render_module(module, parallel=False)[0]
 
 
-COMPILE_PROGRAMS = ["mlp.fuse", "embedding.fuse", "attention.fuse"]
+COMPILE_PROGRAMS = ["embedding.fuse", "attention.fuse"]
 
 
 @pytest.mark.parametrize("name", COMPILE_PROGRAMS)
