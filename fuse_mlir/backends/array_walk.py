@@ -672,8 +672,8 @@ def _reduce(s: _State, op: te.ReduceOp) -> Array:
         for ax in sorted(axes, reverse=True):
             res = xp.logsumexp(res, ax)
     else:
-        if kind == "mean":
-            src = xp.astype(src, dtype)
+        if kind in ("sum", "prod", "mean"):
+            src = xp.astype(src, dtype)  # NumPy accumulates small integers in the widened result dtype
         res = xp.reduce_checked(src, axes, kind)
     return xp.astype(xp.align(res, [n for n in names if n in out], out), dtype)
 
@@ -878,8 +878,8 @@ class ArrayExecutor:
         """The callable that runs ``walker`` (jitted, compiled or as is)."""
         raise NotImplementedError
 
-    def to_device(self, name: str, array: np.ndarray) -> Array:
-        """An input or source array on the backend's device."""
+    def to_device(self, lowered: Lowered, name: str, array: np.ndarray) -> Array:
+        """An input or source array of ``lowered`` on the backend's device."""
         return self.ops.asarray(array)
 
     def program_for(self, lowered: Lowered) -> tuple[TeWalker, Callable[..., WalkOutput]]:
@@ -892,8 +892,8 @@ class ArrayExecutor:
 
     def __call__(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult:
         walker, fn = self.program_for(lowered)
-        inputs = {k: self.to_device(k, v) for k, v in arrays.items()}
-        sources = {k: self.to_device(k, v) for k, v in lowered.sources.items()}
+        inputs = {k: self.to_device(lowered, k, v) for k, v in arrays.items()}
+        sources = {k: self.to_device(lowered, k, v) for k, v in lowered.sources.items()}
         exports, sinks, flags = fn(inputs, sources)
         raise_failed_checks(walker.meta, flags)
         native = self.return_type == "native"

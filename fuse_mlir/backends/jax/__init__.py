@@ -232,12 +232,11 @@ class JaxExecutor(ArrayExecutor):
         unknown = sorted(set(self.in_shardings) - set(arrays))
         if unknown:
             raise FuseRuntimeError(f"in_shardings names {', '.join(unknown)}, which are not inputs of the program")
-        self._lowered = lowered
         with jax.enable_x64(True):
             return super().__call__(lowered, arrays)
 
-    def to_device(self, name: str, array: np.ndarray) -> jax.Array:
-        sharding = self.sharding_for(self._lowered, name, array.ndim) if name not in self._lowered.sources else None
+    def to_device(self, lowered: Lowered, name: str, array: np.ndarray) -> jax.Array:
+        sharding = self.sharding_for(lowered, name, array.ndim) if name not in lowered.sources else None
         if sharding is None and self.mesh is not None:
             sharding = NamedSharding(self.mesh, PartitionSpec())
         target = sharding if sharding is not None else self.device

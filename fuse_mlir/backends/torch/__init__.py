@@ -61,7 +61,10 @@ class TorchOps(ArrayOps):
         self.device = device
 
     def asarray(self, x: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.array(x, order="C", copy=None), device=self.device)
+        a = np.array(x, order="C", copy=None)
+        if not a.flags.writeable:  # torch cannot share a read-only NumPy buffer
+            a = a.copy()
+        return torch.as_tensor(a, device=self.device)
 
     def to_numpy(self, x: torch.Tensor) -> np.ndarray:
         return x.detach().cpu().numpy().copy()
