@@ -170,6 +170,12 @@ class TestCallSemantics:
         with pytest.raises(FuseError, match="return_type"):
             Program("Y[i] = X[i]").compile(backend, return_type="list")
 
+    def test_common_options(self, backend):
+        run = Program("Y[i] = X[i] + 1").compile(backend, opt_level=0, donate=["X"])
+        np.testing.assert_allclose(run(X=np.arange(3.0))["Y"], [1.0, 2.0, 3.0])
+        with pytest.raises(FuseError, match="optimisation level"):
+            Program("Y[i] = X[i]").compile(backend, opt_level=7)
+
     def test_unknown_option(self, backend):
         with pytest.raises(FuseError, match="no option bogus"):
             Program("Y[i] = X[i]").compile(backend, bogus=True)
@@ -342,6 +348,7 @@ class TestAuto:
         assert choose_backend({}) == "llvm"
         assert choose_backend({"device": "cpu"}) == "llvm"
         assert choose_backend({"strict": True}) == "llvm"
+        assert choose_backend({"donate": (), "opt_level": 2}) == "llvm"  # defaults do not hand off
         run = Program("Y[i] = X[i] * 2").compile("auto", device="cpu")
         assert run.executor.backend_name == "llvm"
         np.testing.assert_allclose(run(X=np.arange(3.0))["Y"], [0.0, 2.0, 4.0])

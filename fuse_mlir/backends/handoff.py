@@ -33,9 +33,20 @@ def _check_options(backend: str, options: dict[str, Any], allowed: tuple[str, ..
         )
 
 
-TORCH_OPTIONS = ("mode", "device", "return_type")
-JAX_OPTIONS = ("device", "donate", "mesh", "in_shardings", "shard", "return_type")
-NUMBA_OPTIONS = ("parallel", "return_type")
+# Every backend also takes opt_level (checked; the array frameworks fuse on their own) and donate (jax donates
+# those inputs' device buffers; torch and numba work on copies of the inputs, so there is nothing to reuse).
+COMMON_OPTIONS = ("opt_level", "donate")
+TORCH_OPTIONS = ("mode", "device", "return_type", *COMMON_OPTIONS)
+JAX_OPTIONS = ("device", "mesh", "in_shardings", "shard", "return_type", *COMMON_OPTIONS)
+NUMBA_OPTIONS = ("parallel", "return_type", *COMMON_OPTIONS)
+
+
+def _common(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` without the common ones (``opt_level`` is validated here)."""
+    from fuse_mlir.targets import normalise_opt_level
+
+    normalise_opt_level(options.get("opt_level", "O2"))
+    return {k: v for k, v in options.items() if k not in COMMON_OPTIONS}
 
 
 def torch_executor(**options: Any) -> Any:
@@ -43,7 +54,7 @@ def torch_executor(**options: Any) -> Any:
     _require("torch")
     from fuse_mlir.backends.torch import TorchExecutor
 
-    return TorchExecutor(**options)
+    return TorchExecutor(**_common(options))
 
 
 def jax_executor(**options: Any) -> Any:
@@ -51,7 +62,7 @@ def jax_executor(**options: Any) -> Any:
     _require("jax")
     from fuse_mlir.backends.jax import JaxExecutor
 
-    return JaxExecutor(**options)
+    return JaxExecutor(donate=options.get("donate", ()), **_common(options))
 
 
 def numba_executor(**options: Any) -> Any:
@@ -59,7 +70,7 @@ def numba_executor(**options: Any) -> Any:
     _require("numba")
     from fuse_mlir.backends.numba import NumbaExecutor
 
-    return NumbaExecutor(**options)
+    return NumbaExecutor(**_common(options))
 
 
 def _is_gpu_device(device: Any) -> bool:
@@ -69,9 +80,9 @@ def _is_gpu_device(device: Any) -> bool:
 
 def choose_backend(options: dict[str, Any]) -> str:
     """The backend ``auto`` runs with these options (see docs/backends.md for the rules)."""
-    if any(k in options for k in ("mesh", "in_shardings", "shard", "donate")):
+    if any(options.get(k) for k in ("mesh", "in_shardings", "shard", "donate")):
         return "jax"
-    if "mode" in options:
+    if options.get("mode") in ("eager", "compile"):
         return "torch"
     device = options.get("device")
     if device is None or str(device).lower() == "cpu":

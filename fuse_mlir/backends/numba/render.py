@@ -244,6 +244,8 @@ class Renderer:
         if op.name == "arith.constant":
             self.constant(op, depth)
             return
+        if op.regions or len(op.results) != 1 or op.name.split(".")[0] not in ("arith", "math"):
+            raise FuseError(f"the numba backend cannot render '{op.name}'")
         result = op.results[0]
         vals = [self.name(v) for v in op.operands]
         if op.name == "arith.cmpi":
