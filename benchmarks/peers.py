@@ -28,9 +28,17 @@ import numpy as np
 
 from benchmarks.workloads import BY_NAME, Workload
 
+# fuse_mlir's own backends: llvm, then the hand-offs (the same program run by torch, jax and numba).
+HANDOFFS: dict[str, tuple[str, dict[str, Any]]] = {
+    "fuse-torch": ("torch", {"mode": "eager"}),
+    "fuse-torch-compile": ("torch", {"mode": "compile"}),
+    "fuse-jax": ("jax", {}),
+    "fuse-numba": ("numba", {"parallel": True}),
+}
 IMPLEMENTATIONS: tuple[str, ...] = (
     "fuse-llvm",
     "fuse-llvm-O0",
+    *HANDOFFS,
     "numpy",
     "numba",
     "numba-parallel",
@@ -39,7 +47,7 @@ IMPLEMENTATIONS: tuple[str, ...] = (
     "torch-compile",
 )
 OURS: tuple[str, ...] = ("fuse-llvm", "fuse-llvm-O0")  # fuse-llvm-O0: no fusion, no inplace (the passes' effect)
-PEERS: tuple[str, ...] = tuple(i for i in IMPLEMENTATIONS if i not in OURS)
+PEERS: tuple[str, ...] = tuple(i for i in IMPLEMENTATIONS if not i.startswith("fuse-"))
 DTYPES: tuple[str, ...] = ("float64", "float32")
 TORCH_THREADS = 2
 
@@ -358,6 +366,17 @@ def _bind(
 
         runner = Program(workload.source).compile("llvm", opt_level=0 if impl.endswith("-O0") else 2)
         return (lambda: runner(**inputs)), (lambda r: np.asarray(r[workload.output]))  # type: ignore[index]
+    if impl in HANDOFFS:
+        from fuse_mlir import FuseError, Program
+
+        backend, options = HANDOFFS[impl]
+        if impl == "fuse-torch-compile":
+            import_torch()._dynamo.reset()
+        try:
+            handoff = Program(workload.source).compile(backend, **options)
+        except FuseError as e:  # the framework is not installed
+            raise Unavailable(str(e)) from e
+        return (lambda: handoff(**inputs)), (lambda r: np.asarray(r[workload.output]))  # type: ignore[index]
     if impl == "numpy":
         return (lambda: workload.numpy(**inputs)), np.asarray
     if impl in ("numba", "numba-parallel"):

@@ -62,14 +62,13 @@ def _cell(r: object) -> str:
 
 def runtime_table(results: Sequence[WorkloadResult], impls: Sequence[str]) -> list[str]:
     """Markdown rows: median ms per implementation, best peer, best-peer/fuse ratio, bound and fuse's share of it."""
-    from benchmarks.peers import OURS
 
     head = ["workload", "dtype", *impls, "best peer", "best peer / fuse", "bound ms (limit)", "fuse % of bound"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
     for res in results:
         fuse = res.impls.get("fuse-llvm")
         fuse_t = fuse.median_s if fuse is not None and fuse.status == "ok" else None
-        peers = [r for name, r in res.impls.items() if name not in OURS and r.status == "ok" and r.median_s]
+        peers = [r for name, r in res.impls.items() if not name.startswith("fuse-") and r.status == "ok" and r.median_s]
         best = min(peers, key=lambda r: r.median_s or 0.0) if peers else None
         ratio = f"**{best.median_s / fuse_t:.2f}**" if best and best.median_s and fuse_t else "—"
         b = res.bound
@@ -85,9 +84,12 @@ def runtime_table(results: Sequence[WorkloadResult], impls: Sequence[str]) -> li
 
 
 def compile_table(results: Sequence[WorkloadResult], compiles: Sequence[CompileResult]) -> list[str]:
-    """Markdown rows: fuse-llvm cold / warm compile, and the peers' first-call overhead (≈ their compile)."""
+    """Markdown rows: fuse-llvm cold / warm compile, and the hand-offs' and peers' first-call overhead (≈ compile)."""
     by_key = {(r.workload, r.dtype): r for r in results}
     peers = [
+        ("fuse-torch-compile", "fuse torch.compile"),
+        ("fuse-jax", "fuse jax"),
+        ("fuse-numba", "fuse numba"),
         ("jax", "jax.jit"),
         ("numba", "numba"),
         ("numba-parallel", "numba parallel"),

@@ -121,7 +121,9 @@ class Program:
         ``mode`` is ``single``, ``fixpoint`` (iterate recursive groups to
         convergence: ``max_iters``, ``atol``, ``rtol``; boolean groups by
         semi-naive delta rules unless ``semi_naive=False``) or ``streaming``
-        (virtual time ``*t``: each call is one step); ``temperature`` maps
+        (virtual time ``*t``: each call is one step); for the torch backend,
+        ``mode="eager"`` or ``"compile"`` (torch.compile) goes to the backend
+        and the run mode is single; ``temperature`` maps
         tensors to schedules for their ``sig(x)`` calls without T;
         ``projection="monte_carlo"`` with ``samples`` and ``seed`` estimates
         sum/mean/max projections from samples; ``profile=True`` times each
@@ -135,6 +137,9 @@ class Program:
         from fuse_mlir.backends import get_backend
         from fuse_mlir.fixpoint import lower_options
         from fuse_mlir.modes import configure_runner
+
+        if mode in BACKEND_MODES:  # torch's execution mode (eager / torch.compile), not a run mode
+            options["mode"], mode = mode, "single"
 
         defined = list(dict.fromkeys(eq.lhs.name for eq in self.resolved.equations))
         lowering = lower_options(defined, mode, max_iters, atol, rtol, temperature, semi_naive)
@@ -189,6 +194,10 @@ class Program:
 
 
 _SUPPORTED_KINDS = "biuf"
+
+BACKEND_MODES = ("eager", "compile")
+"""``compile(mode=...)`` values that belong to the backend (torch) rather than to the run (single, fixpoint,
+streaming)."""
 
 
 @dataclass

@@ -20,9 +20,10 @@ SRC = "S = exp(X[i]) Y2[i] + Z[i]\nT[i] = tanh(X[i]) * 2\nexport S\nexport T"
 SCRIPT = """
 import json, sys, numpy as np
 from fuse_mlir import Program
-from fuse_mlir.backends.llvm.executor import compile_program
+from fuse_mlir.backends.llvm.executor import NativeExecutor, compile_program
 p = Program(sys.argv[1])
-c = compile_program(p.lower().module)
+e = NativeExecutor()  # the runner's thread settings, so both share one kernel
+c = compile_program(p.lower().module, threads=e.threads, parallel_min=e.parallel_min)
 x = np.linspace(-1, 1, 7)
 r = p.compile("llvm")(X=x, Y2=x, Z=x)
 print(json.dumps({"from_disk": c.from_disk, "S": float(r["S"]), "T": r["T"].tolist()}))

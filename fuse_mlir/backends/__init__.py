@@ -45,7 +45,38 @@ def _llvm(**options: object) -> Executor:
     return NativeExecutor(**options)  # type: ignore[arg-type]
 
 
-BACKENDS: dict[str, Callable[..., Executor]] = {"reference": _reference, "llvm": _llvm}
+def _torch(**options: object) -> Executor:
+    from fuse_mlir.backends.handoff import torch_executor
+
+    return torch_executor(**options)
+
+
+def _jax(**options: object) -> Executor:
+    from fuse_mlir.backends.handoff import jax_executor
+
+    return jax_executor(**options)
+
+
+def _numba(**options: object) -> Executor:
+    from fuse_mlir.backends.handoff import numba_executor
+
+    return numba_executor(**options)
+
+
+def _auto(**options: object) -> Executor:
+    from fuse_mlir.backends.handoff import auto_executor
+
+    return auto_executor(**options)
+
+
+BACKENDS: dict[str, Callable[..., Executor]] = {
+    "reference": _reference,
+    "llvm": _llvm,
+    "torch": _torch,
+    "jax": _jax,
+    "numba": _numba,
+    "auto": _auto,
+}
 
 
 def get_backend(name: str, **options: object) -> Executor:

@@ -435,40 +435,59 @@ class LoopInterpreter:
         raise FuseRuntimeError(message.format(a, b), Loc.decode(loc) if loc else None)
 
     def gemm(self, op: loop.GemmOp, env: Env) -> None:
-        """``c[b] = op(a[b]) @ op(bm[b])``; like a BLAS call with beta = 0 that is skipped when a size is 0.
-
-        When k == 0 nothing is written (the lowering must zero-fill C itself).
-        """
-        a, bm, c = env[op.a], env[op.bm], env[op.c]
-        batch, m, n, k = _ints(env, [op.batch, op.m, op.n, op.k])
-        if batch * m * n == 0 or k == 0:
-            return
-        ta, tb, ba, bb = (bool(f.value.data) for f in (op.trans_a, op.trans_b, op.broadcast_a, op.broadcast_b))
-        na, nb_ = (1 if ba else batch), (1 if bb else batch)
-        if a.size != na * m * k or bm.size != nb_ * k * n or c.size != batch * m * n:
-            raise LoopError(
-                f"loop_interp: loop.gemm sizes {a.shape}, {bm.shape}, {c.shape} do not fit batch={batch} m={m} n={n} k={k}"
-            )
-        am = a.reshape(na, k, m).transpose(0, 2, 1) if ta else a.reshape(na, m, k)
-        bmat = bm.reshape(nb_, n, k).transpose(0, 2, 1) if tb else bm.reshape(nb_, k, n)
-        prod = np.matmul(am, bmat)
-        c.reshape(-1)[...] = np.broadcast_to(prod, (batch, m, n)).reshape(-1)
+        flags = (bool(f.value.data) for f in (op.trans_a, op.trans_b, op.broadcast_a, op.broadcast_b))
+        gemm(env[op.a], env[op.bm], env[op.c], *_ints(env, [op.batch, op.m, op.n, op.k]), *flags)
 
     def host_call(self, op: loop.HostCallOp, env: Env) -> list[np.ndarray]:
         cid = op.attributes["id"].value.data  # type: ignore[attr-defined]
-        entry = self.host_calls[cid].data
-        fn = entry["fn"].data  # type: ignore[attr-defined]
-        params = te.params_of(entry.get("params"))  # type: ignore[arg-type]
-        ins = [env[v] for v in op.inputs]
-        if fn == "topk":
-            outs: Sequence[np.ndarray] = nb.topk(ins[0], int(params["k"]), axis=int(params.get("axis", -1)))  # type: ignore[arg-type]
-        elif fn == "tucker_dense":
-            outs = [nb.tucker_dense(ins[0], rank=params.get("rank"), threshold=params.get("threshold", 0.5))]  # type: ignore[arg-type]
-        elif fn == "concat":
-            outs = [nb.concat(ins, int(params["axis"]))]  # type: ignore[arg-type]
-        else:
-            raise LoopError(f"loop_interp: unknown host call {fn!r}")
-        return [np.asarray(o, dtype=buffer_dtype(r.type), order="C") for o, r in zip(outs, op.outputs, strict=True)]
+        return run_host_call(self.host_calls[cid], [env[v] for v in op.inputs], [r.type for r in op.outputs])
+
+
+def gemm(
+    a: np.ndarray,
+    bm: np.ndarray,
+    c: np.ndarray,
+    batch: int,
+    m: int,
+    n: int,
+    k: int,
+    ta: bool,
+    tb: bool,
+    ba: bool,
+    bb: bool,
+) -> None:
+    """``loop.gemm``: ``c[b] = op(a[b]) @ op(bm[b])``; like a BLAS call with beta = 0 that is skipped when a size is 0.
+
+    When k == 0 nothing is written (the lowering must zero-fill C itself).
+    """
+    if batch * m * n == 0 or k == 0:
+        return
+    na, nb_ = (1 if ba else batch), (1 if bb else batch)
+    if a.size != na * m * k or bm.size != nb_ * k * n or c.size != batch * m * n:
+        raise LoopError(
+            f"loop_interp: loop.gemm sizes {a.shape}, {bm.shape}, {c.shape} do not fit batch={batch} m={m} n={n} k={k}"
+        )
+    am = a.reshape(na, k, m).transpose(0, 2, 1) if ta else a.reshape(na, m, k)
+    bmat = bm.reshape(nb_, n, k).transpose(0, 2, 1) if tb else bm.reshape(nb_, k, n)
+    prod = np.matmul(am, bmat)
+    c.reshape(-1)[...] = np.broadcast_to(prod, (batch, m, n)).reshape(-1)
+
+
+def run_host_call(
+    entry: DictionaryAttr, ins: Sequence[np.ndarray], output_types: Sequence[Attribute]
+) -> list[np.ndarray]:
+    """Run one entry of a module's ``fuse.host_calls`` table on NumPy: the builtins the loop level cannot express."""
+    fn = entry.data["fn"].data  # type: ignore[attr-defined]
+    params = te.params_of(entry.data.get("params"))  # type: ignore[arg-type]
+    if fn == "topk":
+        outs: Sequence[np.ndarray] = nb.topk(ins[0], int(params["k"]), axis=int(params.get("axis", -1)))  # type: ignore[arg-type]
+    elif fn == "tucker_dense":
+        outs = [nb.tucker_dense(ins[0], rank=params.get("rank"), threshold=params.get("threshold", 0.5))]  # type: ignore[arg-type]
+    elif fn == "concat":
+        outs = [nb.concat(ins, int(params["axis"]))]  # type: ignore[arg-type]
+    else:
+        raise LoopError(f"loop_interp: unknown host call {fn!r}")
+    return [np.asarray(o, dtype=buffer_dtype(t), order="C") for o, t in zip(outs, output_types, strict=True)]
 
 
 _LOOP_OPS: dict[type, Callable[[LoopInterpreter, Any, Env], Any]] = {
@@ -494,30 +513,28 @@ def _str(a: Attribute) -> str:
     return a.data
 
 
-def run_loop_module(
-    module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray] | None = None
-) -> RunResult:
-    """Run a loop-level module as the runtime would: arguments by name, exports and sink writes by name.
-
-    Inputs are converted to each slot's dtype and made contiguous (the
-    runtime's validation); sink values of one ``te.sink`` (same sink number)
-    form a dict when there are several, as in the reference interpreter.
-    """
+def slot_arguments(
+    module: ModuleOp, arg_types: dict[int, MemRefType], inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]
+) -> list[np.ndarray]:
+    """The argument buffers by slot: inputs and sources converted to each slot's dtype and made contiguous."""
     from fuse_mlir.passes.lower_ew_to_loop import constant_value
 
-    interp = LoopInterpreter(module)
     args = []
-    for slot, entry in enumerate(interp.arg_entries):
+    for slot, entry in enumerate(module.attributes["fuse.args"].data):  # type: ignore[attr-defined]
         name, kind = _str(entry.data[0]), _str(entry.data[1])
         if kind == "constant":
             args.append(np.asarray(constant_value(entry), order="C"))
             continue
-        arr = (inputs if kind == "input" else (sources or {}))[name]
-        args.append(np.asarray(arr, dtype=buffer_dtype(interp.arg_types[slot]), order="C"))
-    results = interp.run(args)
+        arr = (inputs if kind == "input" else sources)[name]
+        args.append(np.asarray(arr, dtype=buffer_dtype(arg_types[slot]), order="C"))
+    return args
+
+
+def slot_results(module: ModuleOp, results: Sequence[np.ndarray | None]) -> RunResult:
+    """Exports and sink writes by name from the result buffers by slot (a sink's several values form a dict)."""
     out = RunResult({})
     groups: dict[int, tuple[str, str, list[tuple[str, np.ndarray]]]] = {}
-    for entry, value in zip(interp.result_entries, results):
+    for entry, value in zip(module.attributes["fuse.results"].data, results):  # type: ignore[attr-defined]
         assert value is not None, "a result slot was never written"
         parts = entry.data
         if _str(parts[1]) == "export":
@@ -530,3 +547,16 @@ def run_loop_module(
         sink_value: Any = values[0][1] if len(values) == 1 else dict(values)
         out.sinks.append((path, sink_value, Loc.decode(loc) if loc else None))
     return out
+
+
+def run_loop_module(
+    module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray] | None = None
+) -> RunResult:
+    """Run a loop-level module as the runtime would: arguments by name, exports and sink writes by name.
+
+    Inputs are converted to each slot's dtype and made contiguous (the
+    runtime's validation); sink values of one ``te.sink`` (same sink number)
+    form a dict when there are several, as in the reference interpreter.
+    """
+    interp = LoopInterpreter(module)
+    return slot_results(module, interp.run(slot_arguments(module, interp.arg_types, inputs, sources or {})))

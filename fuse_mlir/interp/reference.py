@@ -61,6 +61,62 @@ def unchanged(old: np.ndarray, new: np.ndarray, atol: float, rtol: float) -> boo
     return bool(np.array_equal(old, new))
 
 
+AccessAxis = tuple[str, Any]
+
+
+def access_plan(
+    op: te.AccessOp, src_shape: Sequence[int], gather_shapes: Sequence[Sequence[int]], loc: Loc | None
+) -> tuple[list[AccessAxis], list[int]]:
+    """How a ``te.access`` reads its source: one ``(kind, value)`` per source axis, and the result's shape.
+
+    Kinds: ``name`` (value: the index), ``pos`` (a fixed position), ``slice``
+    (value: (index, range)), ``offset`` (value: (index, offset); out of range
+    reads 0) and ``gather`` (value: the gather operand's number). Extents are
+    checked against each other here, from shapes alone, so every backend that
+    walks tensor_eq reports the same errors.
+    """
+    axes = te.names_of(op.axes)
+    out = te.names_of(op.indices)
+    gnames = te.names_of_each(op.gather_indices)
+    ext: dict[str, int] = {}
+
+    def set_ext(name: str, n: int, what: str) -> None:
+        if name in ext and ext[name] != n:
+            raise FuseRuntimeError(f"index {name} is {ext[name]} but {n} in {what}", loc)
+        ext[name] = n
+
+    parsed: list[AccessAxis] = []
+    for k, a in enumerate(axes):
+        n = src_shape[k]
+        if a.startswith("#"):
+            parsed.append(("pos", int(a[1:])))
+        elif a.startswith("s:"):
+            spec, text = a[2:].split("@", 1)
+            parts = [int(x) if x else None for x in spec.split(":")]
+            r = range(n)[slice(*parts)]
+            set_ext(text, len(r), f"slice {text}")
+            parsed.append(("slice", (text, r)))
+        elif a.startswith("$"):
+            parsed.append(("gather", int(a[1:])))
+        elif "+" in a or (a.count("-") and a.rsplit("-", 1)[1].isdigit()):
+            sep = "+" if "+" in a else "-"
+            name, off = a.rsplit(sep, 1)
+            parsed.append(("offset", (name, int(off) if sep == "+" else -int(off))))
+        else:
+            set_ext(a, n, f"axis {k}")
+            parsed.append(("name", a))
+    for k, (kind, val) in enumerate(parsed):
+        if kind == "offset" and val[0] not in ext:
+            ext[val[0]] = src_shape[k]
+    for shape, names in zip(gather_shapes, gnames):
+        for n, size in zip(names, shape):
+            set_ext(n, size, "an index tensor")
+    for k, (kind, val) in enumerate(parsed):
+        if kind == "pos" and not 0 <= val < src_shape[k]:
+            raise FuseRuntimeError(f"position {val} is out of range for axis {k} (extent {src_shape[k]})", loc)
+    return parsed, [ext[n] for n in out]
+
+
 class Interpreter:
     """Evaluates one module; create one per run."""
 
@@ -157,45 +213,11 @@ class Interpreter:
 
     def access(self, op: te.AccessOp) -> np.ndarray:
         src = self.get(op.source)
-        axes = te.names_of(op.axes)
         out = te.names_of(op.indices)
         loc = _loc(op)
         gathers = [self.get(g) for g in op.gathers]
         gnames = te.names_of_each(op.gather_indices)
-        ext: dict[str, int] = {}
-
-        def set_ext(name: str, n: int, what: str) -> None:
-            if name in ext and ext[name] != n:
-                raise FuseRuntimeError(f"index {name} is {ext[name]} but {n} in {what}", loc)
-            ext[name] = n
-
-        parsed = []
-        for k, a in enumerate(axes):
-            n = src.shape[k]
-            if a.startswith("#"):
-                parsed.append(("pos", int(a[1:])))
-            elif a.startswith("s:"):
-                spec, text = a[2:].split("@", 1)
-                parts = [int(x) if x else None for x in spec.split(":")]
-                r = range(n)[slice(*parts)]
-                set_ext(text, len(r), f"slice {text}")
-                parsed.append(("slice", (text, r)))
-            elif a.startswith("$"):
-                parsed.append(("gather", int(a[1:])))
-            elif "+" in a or (a.count("-") and a.rsplit("-", 1)[1].isdigit()):
-                sep = "+" if "+" in a else "-"
-                name, off = a.rsplit(sep, 1)
-                parsed.append(("offset", (name, int(off) if sep == "+" else -int(off))))
-            else:
-                set_ext(a, n, f"axis {k}")
-                parsed.append(("name", a))
-        for k, (kind, val) in enumerate(parsed):
-            if kind == "offset" and val[0] not in ext:
-                ext[val[0]] = src.shape[k]
-        for g, names in zip(gathers, gnames):
-            for n, size in zip(names, g.shape):
-                set_ext(n, size, "an index tensor")
-        shape = [ext[n] for n in out]
+        parsed, shape = access_plan(op, src.shape, [g.shape for g in gathers], loc)
 
         def grid(name: str) -> np.ndarray:
             s = [1] * len(out)
@@ -210,8 +232,6 @@ class Interpreter:
             if kind == "name":
                 idx.append(grid(val))
             elif kind == "pos":
-                if not 0 <= val < n:
-                    raise FuseRuntimeError(f"position {val} is out of range for axis {k} (extent {n})", loc)
                 idx.append(val)
             elif kind == "slice":
                 text, r = val

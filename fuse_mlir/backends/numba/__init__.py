@@ -1,0 +1,136 @@
+"""The numba backend: the loop level rendered as Python and compiled by ``numba.njit``.
+
+``compile(backend="numba", parallel=True, return_type="numpy"|"native")``. The
+tensor_eq module is lowered for the numba target (fused loop nests, no
+inplace buffer reuse, libm math: ``lower_to_loop(..., target="numba", strict=True)``), rendered
+by :mod:`fuse_mlir.backends.numba.render` and compiled with
+``njit(parallel=parallel, error_model="numpy")``; parallel ``loop.for`` nests
+run under ``numba.prange``. It is a second native path beside llvm and a
+cross-check of the loop dialect. Compiled functions are cached in memory by
+the sha256 of the loop module's text. ``return_type="native"`` is NumPy
+here: numba's arrays are NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+import numpy as np
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+
+from fuse_mlir.backends.array_walk import check_return_type
+from fuse_mlir.backends.llvm.executor import lower_to_loop
+from fuse_mlir.backends.numba import kernels
+from fuse_mlir.backends.numba.render import render_module
+from fuse_mlir.diagnostics import FuseRuntimeError, Loc
+from fuse_mlir.dialects import loop
+from fuse_mlir.frontend.lower import Lowered
+from fuse_mlir.interp.loop_interp import main_function, run_host_call, slot_arguments, slot_results
+from fuse_mlir.interp.reference import RunResult
+from fuse_mlir.program import print_module
+
+
+@dataclass
+class NumbaProgram:
+    """A compiled ``fuse_main``, its source and what the executor needs to call it."""
+
+    loop_module: ModuleOp
+    source: str
+    function: Callable[..., tuple[np.ndarray, ...]]
+    arg_types: dict[int, MemRefType]
+    errors: list[tuple[str, str]]
+    scalar_results: set[int]
+    compile_seconds: float
+
+
+_CACHE: dict[str, NumbaProgram] = {}
+_LOCK = threading.Lock()
+
+
+def compile_numba(te_module: ModuleOp, parallel: bool = True, opt_level: str | int = "O2") -> NumbaProgram:
+    """Lower a tensor_eq module with the numba target's pipeline (fused loop nests, no inplace, libm math),
+    render it and ``njit`` it (cached by the loop module's text)."""
+    t0 = time.perf_counter()
+    loop_module = lower_to_loop(te_module, target="numba", opt_level=opt_level, strict=True)
+    text = print_module(loop_module)
+    key = hashlib.sha256(f"{parallel}|".encode() + text.encode()).hexdigest()
+    with _LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    source, constants = render_module(loop_module, parallel)
+    host_calls = list(loop_module.attributes["fuse.host_calls"].data)  # type: ignore[attr-defined]
+    main = main_function(loop_module)
+    host_types = {
+        op.attributes["id"].value.data: [r.type for r in op.outputs]  # type: ignore[attr-defined]
+        for op in main.walk()
+        if isinstance(op, loop.HostCallOp)
+    }
+
+    def host(cid: int, ins: tuple[np.ndarray, ...]) -> Any:
+        return tuple(run_host_call(host_calls[cid], list(ins), host_types[cid]))
+
+    namespace: dict[str, Any] = {
+        "np": np,
+        "math": math,
+        "prange": numba.prange,
+        "objmode": numba.objmode,
+        "_k": kernels,
+        "_host": host,
+        **constants,
+    }
+    exec(compile(source, f"<fuse numba {key[:12]}>", "exec"), namespace)  # noqa: S102 - our own rendered code
+    function = numba.njit(parallel=parallel, error_model="numpy", cache=False)(namespace["fuse_main"])
+    arg_types = {
+        op.slot.value.data: op.result.type  # type: ignore[misc]
+        for op in main.walk()
+        if isinstance(op, loop.ArgOp)
+    }
+    errors = [(e.data[0].data, e.data[1].data) for e in loop_module.attributes["fuse.errors"].data]  # type: ignore[attr-defined]
+    scalar_results = {
+        op.slot.value.data
+        for op in main.walk()
+        if isinstance(op, loop.ResultOp) and not op.buffer.type.get_shape()  # type: ignore[attr-defined]
+    }
+    program = NumbaProgram(loop_module, source, function, arg_types, errors, scalar_results, time.perf_counter() - t0)
+    with _LOCK:
+        _CACHE[key] = program
+    return program
+
+
+class NumbaExecutor:
+    """Runs lowered programs through numba (``parallel``: prange for parallel loops)."""
+
+    def __init__(self, parallel: bool = True, return_type: str = "numpy", opt_level: str | int = "O2"):
+        self.parallel = bool(parallel)
+        self.opt_level = opt_level
+        self.return_type = check_return_type(return_type)
+        self.compiled: dict[int, NumbaProgram] = {}
+
+    def program_for(self, lowered: Lowered) -> NumbaProgram:
+        key = id(lowered.module)
+        if key not in self.compiled:
+            self.compiled[key] = compile_numba(lowered.module, self.parallel, self.opt_level)
+        return self.compiled[key]
+
+    def __call__(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult:
+        prog = self.program_for(lowered)
+        args = slot_arguments(prog.loop_module, prog.arg_types, arrays, lowered.sources)
+        err = np.zeros(3, dtype=np.int64)
+        # Rank-0 buffers travel as one-element vectors (see render.Renderer._index).
+        results = prog.function(*[a.reshape(1) if a.ndim == 0 else a for a in args], err)
+        code = int(err[0])
+        if code:
+            message, loc = prog.errors[code - 1]
+            raise FuseRuntimeError(message.format(int(err[1]), int(err[2])), Loc.decode(loc) if loc else None)
+        # Exports and sinks in slot order; result slots are numbered densely from 0.
+        return slot_results(
+            prog.loop_module, [r.reshape(()) if k in prog.scalar_results else r for k, r in enumerate(results)]
+        )
