@@ -42,7 +42,7 @@ from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.kernel_merge import inline_producer, merge_siblings
 from fuse_mlir.passes.registry import register_pass
-from fuse_mlir.passes.schedule import Schedule, reads
+from fuse_mlir.passes.schedule import Schedule, kernel_blocks, reads
 from fuse_mlir.passes.statistics import count
 from fuse_mlir.targets import Target, get_target
 
@@ -246,11 +246,6 @@ builtin.module {
         if not (target.fuse or target.fuse_reductions or target.fuse_gathers):
             return False
         changed = False
-        blocks: list[Block] = []
-        for op in module.walk():
-            block = op.parent_block()
-            if isinstance(op, ew.GenericOp) and block is not None and block not in blocks:
-                blocks.append(block)
-        for block in blocks:
+        for block in kernel_blocks(module):
             changed |= _Fuser(block, target, self.max_operands).run()
         return changed

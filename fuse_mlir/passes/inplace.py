@@ -39,7 +39,7 @@ from fuse_mlir.frozen import INPLACE_ATTR
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
-from fuse_mlir.passes.schedule import Schedule, reads, top_level
+from fuse_mlir.passes.schedule import Schedule, kernel_blocks, reads, top_level
 from fuse_mlir.passes.statistics import count
 from fuse_mlir.targets import get_target
 
@@ -180,12 +180,7 @@ builtin.module {
     def run(self, ctx: Context, module: ModuleOp, analyses: AnalysisManager) -> bool:
         if not get_target(self.target).inplace:
             return False
-        blocks: list[Block] = []
-        for op in module.walk():
-            block = op.parent_block()
-            if isinstance(op, ew.GenericOp) and block is not None and block not in blocks:
-                blocks.append(block)
         changed = False
-        for block in blocks:
+        for block in kernel_blocks(module):
             changed |= _Planner(block, frozenset(self.donate)).run()
         return changed

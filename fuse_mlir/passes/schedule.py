@@ -9,7 +9,10 @@ depends on that tensor.
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
+
+from fuse_mlir.dialects import elemwise as ew
 
 
 def reads(op: Operation) -> list[SSAValue]:
@@ -25,6 +28,16 @@ def reads(op: Operation) -> list[SSAValue]:
                     inside.update(block.args)
         out += [v for inner in op.walk() if inner is not op for v in inner.operands if v not in inside]
     return out
+
+
+def kernel_blocks(module: ModuleOp) -> list[Block]:
+    """The blocks that hold ``ew.generic`` kernels (the module's, and bodies such as a fixpoint's), in walk order."""
+    blocks: list[Block] = []
+    for op in module.walk():
+        block = op.parent_block()
+        if isinstance(op, ew.GenericOp) and block is not None and block not in blocks:
+            blocks.append(block)
+    return blocks
 
 
 def top_level(op: Operation | None, block: Block) -> Operation | None:
