@@ -37,11 +37,11 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, ModuleOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.traits import IsTerminator, is_side_effect_free
 
+from fuse_mlir.dialects.elemwise import INPLACE_ATTR
+
 ALLOCATING_OPS = frozenset({"loop.alloc"})
 """Ops that create a fresh buffer: never merged, keyed on their position."""
 
-INPLACE_ATTR = "inplace"
-"""The attribute the inplace pass sets on kernels that overwrite an input's buffer."""
 
 Ref = tuple[str, int, int]
 """How a graph wires an operand: ("arg", k, 0) block argument k; ("free", k, 0) the k-th value from outside
@@ -74,16 +74,41 @@ def _digest(parts: Sequence[object]) -> bytes:
     return h.digest()
 
 
-class FrozenNode:
-    """One interned op: compare with ``is`` (``==`` is identity); ``digest`` is its sha256."""
+class _Interned:
+    """Base of interned objects: made once per key (in a weak table), compared by identity, hashed by digest."""
 
-    __slots__ = ("key", "digest", "_hash", "cls", "attrs", "props", "types", "__weakref__")
+    __slots__ = ("key", "digest", "_hash", "__weakref__")
 
     key: tuple
     digest: bytes
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> FrozenNode:  # noqa: D102
-        raise TypeError("FrozenNode objects are made by freeze_block / FrozenNode.make")
+    def __new__(cls, *args: Any, **kwargs: Any) -> _Interned:  # noqa: D102
+        raise TypeError(f"{cls.__name__} objects are made by freeze_block / {cls.__name__}.make")
+
+    @classmethod
+    def _intern(cls, table: weakref.WeakValueDictionary, key: tuple) -> tuple[_Interned, bool]:
+        """The object for ``key`` and whether it was created now (the caller then fills its payload)."""
+        obj = table.get(key)
+        if obj is not None:
+            return obj, False
+        obj = object.__new__(cls)
+        obj.key = key
+        obj.digest = _digest(key)
+        obj._hash = int.from_bytes(obj.digest[:8], "little")
+        table[key] = obj
+        return obj, True
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+class FrozenNode(_Interned):
+    """One interned op: compare with ``is`` (``==`` is identity); ``digest`` is its sha256."""
+
+    __slots__ = ("cls", "attrs", "props", "types", "regions")
 
     @staticmethod
     def make(
@@ -107,79 +132,44 @@ class FrozenNode:
             tuple(g.digest for g in regions),
             position,
         )
-        node = _NODES.get(key)
-        if node is None:
-            node = object.__new__(FrozenNode)
-            node.key = key
-            node.digest = _digest(key)
-            node._hash = int.from_bytes(node.digest[:8], "little")
-            node.cls = op_cls
-            node.attrs = attrs
-            node.props = props
-            node.types = types
-            _NODES[key] = node
-            _REGIONS[node] = regions
-        return node
+        node, fresh = FrozenNode._intern(_NODES, key)
+        if fresh:
+            node.cls, node.attrs, node.props, node.types, node.regions = op_cls, attrs, props, types, regions
+        return node  # type: ignore[return-value]
 
     @property
     def name(self) -> str:
         return self.key[0]
 
-    @property
-    def regions(self) -> tuple[FrozenGraph, ...]:
-        return _REGIONS[self]
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
     def __reduce__(self) -> tuple:
         name, _canon, _n_attrs, operands, _types, _regions, position = self.key
-        return (_remake_node, (self.cls, name, self.attrs, self.props, operands, self.types, self.regions, position))
+        args = (self.cls, name, self.attrs, self.props, operands, self.types, self.regions, position)
+        return (FrozenNode.make, args)
 
     def __repr__(self) -> str:
         return f"<FrozenNode {self.name} {self.digest.hex()[:12]}>"
 
 
-class FrozenGraph:
+class FrozenGraph(_Interned):
     """An interned block: argument types, nodes in schedule order, and the free values it reads."""
 
-    __slots__ = ("key", "digest", "_hash", "arg_types", "nodes", "n_free", "__weakref__")
-
-    key: tuple
-    digest: bytes
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> FrozenGraph:  # noqa: D102
-        raise TypeError("FrozenGraph objects are made by freeze_block / FrozenGraph.make")
+    __slots__ = ("arg_types", "nodes", "n_free")
 
     @staticmethod
-    def make(arg_types: tuple[Attribute, ...], nodes: tuple[tuple[FrozenNode, tuple[Ref, ...]], ...], n_free: int):
+    def make(
+        arg_types: tuple[Attribute, ...], nodes: tuple[tuple[FrozenNode, tuple[Ref, ...]], ...], n_free: int
+    ) -> FrozenGraph:
         """The interned graph for these parts: each node with the refs of its operands."""
         key = (tuple(str(t) for t in arg_types), tuple((n.digest, refs) for n, refs in nodes), n_free)
-        graph = _GRAPHS.get(key)
-        if graph is None:
-            graph = object.__new__(FrozenGraph)
-            graph.key = key
-            graph.digest = _digest(key)
-            graph._hash = int.from_bytes(graph.digest[:8], "little")
-            graph.arg_types = arg_types
-            graph.nodes = nodes
-            graph.n_free = n_free
-            _GRAPHS[key] = graph
-        return graph
+        graph, fresh = FrozenGraph._intern(_GRAPHS, key)
+        if fresh:
+            graph.arg_types, graph.nodes, graph.n_free = arg_types, nodes, n_free
+        return graph  # type: ignore[return-value]
 
     @property
     def hexdigest(self) -> str:
         """The sha256 key of the graph, as hex (for caches and the ``body_key`` attribute)."""
         return self.digest.hex()
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -193,11 +183,6 @@ class FrozenGraph:
 
 _NODES: weakref.WeakValueDictionary[tuple, FrozenNode] = weakref.WeakValueDictionary()
 _GRAPHS: weakref.WeakValueDictionary[tuple, FrozenGraph] = weakref.WeakValueDictionary()
-_REGIONS: weakref.WeakKeyDictionary[FrozenNode, tuple[FrozenGraph, ...]] = weakref.WeakKeyDictionary()
-
-
-def _remake_node(op_cls, name, attrs, props, operands, types, regions, position) -> FrozenNode:  # noqa: ANN001
-    return FrozenNode.make(op_cls, name, attrs, props, operands, types, regions, position)
 
 
 def keyed_on_position(op: Operation) -> bool:
@@ -250,6 +235,7 @@ def freeze_block(block: Block) -> tuple[FrozenGraph, list[SSAValue]]:
                 regions.append(graph)
                 inner_values.extend(inner_free)  # what a body reads from outside is, structurally, an operand
         refs = tuple(ref(v) for v in [*op.operands, *inner_values])
+        keyed = keyed_on_position(op)
         operand_key = tuple(("node", r[2], nodes[r[1]][0].digest) if r[0] == "node" else r[:2] for r in refs)
         node = FrozenNode.make(
             type(op),
@@ -259,9 +245,9 @@ def freeze_block(block: Block) -> tuple[FrozenGraph, list[SSAValue]]:
             operand_key,
             tuple(r.type for r in op.results),
             tuple(regions),
-            effects if keyed_on_position(op) else None,
+            effects if keyed else None,
         )
-        effects += keyed_on_position(op)
+        effects += keyed
         index = node_index.get(node)
         if index is None:
             index = node_index[node] = len(nodes)

@@ -266,7 +266,7 @@ class Runner:
         return self._last.trace().render(format)
 
     def input_names(self) -> list[str]:
-        return [s.name for s in self.program.lower(None, self.options).inputs]
+        return list(self._input_specs())
 
     def run(
         self,

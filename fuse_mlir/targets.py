@@ -16,6 +16,7 @@ returned by :meth:`Target.pipeline`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fuse_mlir.diagnostics import FuseError
@@ -37,8 +38,14 @@ class Target:
     max_operands: int = 32  # inputs plus tables of one fused kernel
     description: str = ""
 
-    def pipeline(self, opt_level: str | int = "O2", *, strict: bool = False) -> str:
-        """The pass pipeline (text) that brings a tensor_eq module to this target's level."""
+    def pipeline(self, opt_level: str | int = "O2", *, strict: bool = False, donate: Sequence[str] = ()) -> str:
+        """The pass pipeline (text) that brings a tensor_eq module to this target's level.
+
+        ``O2`` dedups, fuses and plans in-place buffers as the target allows;
+        ``O0`` only lowers. Transcendentals are expanded into vectorisable code
+        unless ``strict`` (libm and IEEE order). ``donate`` names inputs the
+        in-place planner may overwrite.
+        """
         opt = normalise_opt_level(opt_level)
         if self.level == "tensor_eq":
             return "canonicalize,cse" if opt == "O0" else "canonicalize,cse,dce,dedup"
@@ -49,7 +56,8 @@ class Target:
                 steps.append(f"fuse{{target={self.name} max-operands={self.max_operands}}}")
                 steps.append("dedup")
             if self.inplace:
-                steps.append(f"inplace{{target={self.name}}}")
+                donated = f" donate={','.join(donate)}" if donate else ""
+                steps.append(f"inplace{{target={self.name}{donated}}}")
         if self.vector_math and not strict:
             steps.append("expand-math")
         steps.append("lower-ew-to-loop")

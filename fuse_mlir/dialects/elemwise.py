@@ -63,6 +63,9 @@ from xdsl.utils.exceptions import VerifyException
 from fuse_mlir.dialects.tensor_eq import params_attr
 
 ITERATORS = ("parallel", "reduction")
+INPLACE_ATTR = "inplace"
+"""The attribute the inplace pass sets on an ``ew.generic`` whose results overwrite input buffers: one input
+index per result, -1 for a fresh buffer (``GenericOp.inplace_list``)."""
 KINDS = ("none", "sum", "prod", "max", "min", "any")
 
 
@@ -216,6 +219,13 @@ class GenericOp(IRDLOperation):
 
     def map_list(self) -> list[tuple[int, ...]]:
         return [ints_of(m) for m in self.maps.data]
+
+    def inplace_list(self) -> list[int]:
+        """The input index each result overwrites in place (-1: a fresh buffer), from ``INPLACE_ATTR``."""
+        attr = self.attributes.get(INPLACE_ATTR)
+        if not isinstance(attr, ArrayAttr):
+            return [-1] * len(self.outputs)
+        return list(ints_of(attr))
 
     def iterator_list(self) -> list[str]:
         return [s.data for s in self.iterators.data]

@@ -15,6 +15,7 @@ import functools
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
@@ -1097,6 +1098,23 @@ def counter_type() -> TensorType:
 def flag_type() -> TensorType:
     """The type of a fixpoint's converged flag: a 0-d int8 tensor."""
     return tensor_type(np.int8, [])
+
+
+STRUCTURAL_OPS: tuple[type[Operation], ...] = (
+    InputOp,
+    SourceOp,
+    ConstantOp,
+    DimOp,
+    SliceLenOp,
+    CheckDimOp,
+    SinkOp,
+    ExportOp,
+    arith.ConstantOp,
+    arith.AddiOp,
+    arith.MuliOp,
+)
+"""The ops of a tensor_eq module that compute no tensor: boundaries, constants and extent arithmetic. Lowering
+to elemwise keeps them as they are; the run trace does not count them as kernels."""
 
 
 TensorEq = Dialect(

@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
@@ -37,19 +36,7 @@ from fuse_mlir.interp.reference import Interpreter, RunResult
 from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
 from fuse_mlir.modes.monte_carlo import SAMPLES_ATTR
 
-_BOOKKEEPING = (
-    te.InputOp,
-    te.SourceOp,
-    te.ConstantOp,
-    te.DimOp,
-    te.SliceLenOp,
-    te.CheckDimOp,
-    te.ExportOp,
-    te.SinkOp,
-    arith.ConstantOp,
-    arith.AddiOp,
-    arith.MuliOp,
-)
+_BOOKKEEPING = te.STRUCTURAL_OPS
 SINKS = "(sinks)"
 
 

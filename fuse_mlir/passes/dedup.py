@@ -27,37 +27,24 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 
+from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.frozen import INPLACE_ATTR, canonical_attr, freeze_block, keyed_on_position
+from fuse_mlir.frozen import canonical_attr, freeze_block, keyed_on_position
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.passes.schedule import top_level
 from fuse_mlir.passes.statistics import count
 
 IGNORED_ATTRS = frozenset({"loc", "body_key"})
 
 
-def destroyed_inputs(op: Operation) -> list[SSAValue]:
-    """The operands ``op`` overwrites in place (from its ``inplace`` attribute: an input index per result)."""
-    attr = op.attributes.get(INPLACE_ATTR)
-    if not isinstance(attr, ArrayAttr):
-        return []
-    out = []
-    for a in attr.data:
-        if isinstance(a, IntegerAttr) and a.value.data >= 0:
-            out.append(op.operands[a.value.data])
-    return out
-
-
 def destroyed_values(block: Block) -> set[SSAValue]:
-    """Every value some op of ``block`` (or a nested block) overwrites in place."""
-    out: set[SSAValue] = set()
-    for op in block.walk():
-        out.update(destroyed_inputs(op))
-    return out
+    """Every value some kernel of ``block`` (or of a nested block) overwrites in place."""
+    return {op.inputs[k] for op in block.walk() if isinstance(op, ew.GenericOp) for k in op.inplace_list() if k >= 0}
 
 
 def shallow_key(op: Operation) -> tuple | None:
@@ -87,10 +74,7 @@ def unify_checked_extents(block: Block) -> int:
     for op in reversed(list(block.ops)):
         if isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq" and op.lhs != op.rhs:
             for use in list(op.rhs.uses):
-                user = use.operation
-                while user is not None and user.parent_block() is not block:
-                    user = user.parent_op()
-                if user in after:
+                if top_level(use.operation, block) in after:
                     use.operation.operands[use.index] = op.lhs
                     n += 1
         after.add(op)

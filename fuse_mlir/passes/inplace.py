@@ -35,7 +35,7 @@ from xdsl.ir import Block, Operation, OpResult, SSAValue
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.frozen import INPLACE_ATTR
+from fuse_mlir.dialects.elemwise import INPLACE_ATTR
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
@@ -48,21 +48,13 @@ OWNED_PRODUCERS = (ew.GenericOp, ew.ContractOp)
 not among them: a NumPy kernel may return a view of its input."""
 
 
-def inplace_of(op: Operation) -> list[int]:
-    """The input index each result of ``op`` overwrites (-1: a fresh buffer)."""
-    attr = op.attributes.get(INPLACE_ATTR)
-    if not isinstance(attr, ArrayAttr):
-        return [-1] * len(op.results)
-    return [a.value.data for a in attr.data if isinstance(a, IntegerAttr)]
-
-
 def buffer_root(v: SSAValue) -> SSAValue:
     """The value whose op allocated ``v``'s buffer (following earlier in-place decisions)."""
-    while isinstance(v, OpResult):
-        k = inplace_of(v.op)[v.index] if INPLACE_ATTR in v.op.attributes else -1
+    while isinstance(v, OpResult) and isinstance(v.op, ew.GenericOp):
+        k = v.op.inplace_list()[v.index]
         if k < 0:
             break
-        v = v.op.operands[k]
+        v = v.op.inputs[k]
     return v
 
 

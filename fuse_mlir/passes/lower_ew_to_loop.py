@@ -60,7 +60,6 @@ from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
-from fuse_mlir.passes.inplace import inplace_of
 from fuse_mlir.passes.registry import register_pass
 
 I1 = IntegerType(1)
@@ -600,7 +599,7 @@ class EwToLoop:
             maps,
             body,
             may_reorder=may_reorder,
-            reuse=[bufs[k] if k >= 0 else None for k in inplace_of(op)],
+            reuse=[bufs[k] if k >= 0 else None for k in op.inplace_list()],
         )
 
     def zero_skip_nest(self, op: ew.GenericOp, k: int, buf: SSAValue, body: Body) -> SSAValue:

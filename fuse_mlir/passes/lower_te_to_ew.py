@@ -173,19 +173,7 @@ class TeToEw:
         self.lower_ops(list(self.module.body.block.ops))
         return ModuleOp(self.ops)
 
-    KEEP: ClassVar[tuple[type, ...]] = (
-        te.InputOp,
-        te.SourceOp,
-        te.ConstantOp,
-        te.DimOp,
-        te.SliceLenOp,
-        te.CheckDimOp,
-        te.SinkOp,
-        te.ExportOp,
-        arith.ConstantOp,
-        arith.AddiOp,
-        arith.MuliOp,
-    )
+    KEEP: ClassVar[tuple[type, ...]] = te.STRUCTURAL_OPS
 
     def lower_ops(self, ops: Sequence[Operation]) -> None:
         """Lower ops in order, appending the results to ``self.ops``."""

@@ -23,7 +23,7 @@ from xdsl.utils.arg_spec import ArgSpec, _convert_arg_to_type
 
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.passes.analysis import AnalysisManager
-from fuse_mlir.passes.base import run_pass
+from fuse_mlir.passes.base import ANY_LEVEL, run_pass
 from fuse_mlir.passes.instruments import PrintIR, Timing, VerifyEach
 from fuse_mlir.passes.registry import (
     NamedPipeline,
@@ -160,6 +160,8 @@ class Pipeline:
         from fuse_mlir.passes.levels import all_levels, lowering_spec, module_level
 
         want = getattr(pass_, "level", "any")
+        if want == ANY_LEVEL:
+            return
         names = [lv.name for lv in all_levels()]
         if want not in names:
             return

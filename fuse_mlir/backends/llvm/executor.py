@@ -52,22 +52,6 @@ _CACHE: dict[str, CompiledProgram] = {}
 _LOCK = threading.Lock()
 
 
-def lowering_pipeline(
-    target: str = "llvm", opt_level: str | int = "O2", strict: bool = False, donate: Sequence[str] = ()
-) -> str:
-    """The pass pipeline (text) from tensor_eq to the loop level for ``target`` (see fuse_mlir.targets).
-
-    ``O2`` dedups, fuses and plans in-place buffers as the target allows; ``O0``
-    only lowers. Transcendentals are expanded into vectorisable code unless
-    ``strict`` (which keeps libm and IEEE order). ``donate`` names inputs the
-    in-place planner may overwrite.
-    """
-    spec = get_target(target).pipeline(opt_level, strict=strict)
-    if donate:
-        spec = spec.replace(f"inplace{{target={target}}}", f"inplace{{target={target} donate={','.join(donate)}}}")
-    return spec
-
-
 def lower_to_loop(
     te_module: ModuleOp,
     *,
@@ -78,7 +62,7 @@ def lower_to_loop(
     pipeline: str | None = None,
     verify: bool | None = None,
 ) -> ModuleOp:
-    """A copy of a tensor_eq module lowered to the loop level by :func:`lowering_pipeline`.
+    """A copy of a tensor_eq module lowered to the loop level by ``target``'s pipeline (:meth:`Target.pipeline`).
 
     A user ``pipeline`` (pass pipeline text, e.g. ``"dedup,fuse"``) replaces the
     target's: each pass runs at its own level (the module is lowered to it
@@ -93,7 +77,7 @@ def lower_to_loop(
 
     module = te_module.clone()
     ctx = make_context()
-    spec = pipeline if pipeline is not None else lowering_pipeline(target, opt_level, strict, donate)
+    spec = pipeline if pipeline is not None else get_target(target).pipeline(opt_level, strict=strict, donate=donate)
     Pipeline.parse(spec, source=f"<{target} {opt_level}>" if pipeline is None else "<pipeline>").run(module, ctx)
     lower_to(module, "loop", ctx)
     if verify if verify is not None else os.environ.get("FUSE_VERIFY", "0") not in ("", "0"):
