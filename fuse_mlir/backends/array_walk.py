@@ -33,6 +33,7 @@ from xdsl.ir import Operation, SSAValue
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frontend.lower import Lowered
+from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.reference import RunResult, _loc, access_plan
 
 Array = Any
@@ -541,7 +542,7 @@ def _access(s: _State, op: te.AccessOp) -> Array:
 
 
 def einsum_spec(names: Sequence[Sequence[str]], out: Sequence[str]) -> str:
-    """An einsum subscript string for operands with axes ``names`` and result axes ``out``."""
+    """An einsum subscript string for operands with axes ``names`` and result axes ``out`` (at most 52 names)."""
     letters: dict[str, str] = {}
     for ns in names:
         for n in ns:
@@ -550,6 +551,7 @@ def einsum_spec(names: Sequence[Sequence[str]], out: Sequence[str]) -> str:
 
 
 def _contract(s: _State, op: te.ContractOp) -> Array:
+    """A product projected by name; more distinct names than einsum takes are split (interp/contraction.py)."""
     xp = s.ops
     arrays = [s.get(v) for v in op.inputs]
     names = te.names_of_each(op.operand_indices)
@@ -565,20 +567,39 @@ def _contract(s: _State, op: te.ContractOp) -> Array:
         work = dtype
         if proj == "mean":
             work = np.result_type(*[te.dtype_of(v) for v in op.inputs], np.float64 if dtype.kind != "f" else dtype)
-        res = xp.einsum(einsum_spec(names, out), *[xp.astype(a, work) for a in arrays])
+        kit = ArrayKit(xp.stack, lambda shape: xp.zeros(shape, work), lambda a, b: a + b)
+        res = contract_named(
+            [xp.astype(a, work) for a in arrays],
+            names,
+            out,
+            lambda arrs, ns, o: xp.einsum(einsum_spec(ns, o), *arrs),
+            kit,
+            linear=True,
+        )
         if proj == "mean":
             count = math.prod(ext[n] for n in full if n not in out)
             res = res / count if count else xp.zeros(res.shape, work) + np.nan
         return xp.astype(res, dtype)
-    prod = None
-    for a, ns in zip(arrays, names):
-        x = xp.align(a, ns, full)
-        prod = x if prod is None else prod * x
-    assert prod is not None
-    prod = xp.broadcast_to(prod, [ext[n] for n in full])
-    axes = tuple(k for k, n in enumerate(full) if n not in out)
-    res = xp.reduce_checked(prod, axes, proj)
-    return xp.astype(xp.align(res, [n for n in full if n in out], out), dtype)
+
+    def kernel(arrs: list[Array], ns_list: list[tuple], o: tuple) -> Array:
+        every = distinct(ns_list)
+        extent: dict = {}
+        for a, ns in zip(arrs, ns_list):
+            for n, size in zip(ns, a.shape):
+                extent.setdefault(n, size)
+        prod = None
+        for a, ns in zip(arrs, ns_list):
+            x = xp.align(a, ns, every)
+            prod = x if prod is None else prod * x
+        assert prod is not None
+        prod = xp.broadcast_to(prod, [extent[n] for n in every])
+        axes = tuple(k for k, n in enumerate(every) if n not in o)
+        res = xp.reduce_checked(prod, axes, proj)
+        return xp.align(res, [n for n in every if n in o], o)
+
+    combine = {"max": xp.maximum, "min": xp.minimum, "prod": lambda a, b: a * b}[proj]
+    kit = ArrayKit(xp.stack, lambda shape: xp.zeros(shape, dtype), combine)
+    return xp.astype(contract_named(arrays, names, out, kernel, kit, linear=False), dtype)
 
 
 def _map(s: _State, op: te.MapOp) -> Array:
@@ -599,7 +620,7 @@ def _map(s: _State, op: te.MapOp) -> Array:
     if _int_pow(op):
         s.defer_check(args[1] < 0, args[1], 0)
     res = _map_kernel(xp, fn, args, dtype, params)
-    shape = np.broadcast_shapes(*[tuple(a.shape) for a in args]) if args else ()
+    shape = broadcast_shape(*[tuple(a.shape) for a in args]) if args else ()
     return xp.broadcast_to(xp.astype(res, dtype), shape)
 
 
@@ -681,7 +702,7 @@ def _reduce(s: _State, op: te.ReduceOp) -> Array:
 def _full(s: _State, values: Sequence[SSAValue], names_each: Sequence[Sequence[str]], out: Sequence[str]) -> list:
     xp = s.ops
     args = [xp.align(s.get(v), ns, out) for v, ns in zip(values, names_each)]
-    shape = np.broadcast_shapes(*[tuple(a.shape) for a in args])
+    shape = broadcast_shape(*[tuple(a.shape) for a in args])
     return [xp.broadcast_to(a, shape) for a in args]
 
 
@@ -713,7 +734,7 @@ def _concat(s: _State, op: te.ConcatOp) -> Array:
     for v, ns, part in zip(op.inputs, te.names_of_each(op.operand_indices), te.names_of(op.operand_axes)):
         arrays.append(xp.align(s.get(v), [axis if n == part else n for n in ns], out))
     pos = out.index(axis)
-    common = list(np.broadcast_shapes(*[tuple(1 if k == pos else n for k, n in enumerate(a.shape)) for a in arrays]))
+    common = list(broadcast_shape(*[tuple(1 if k == pos else n for k, n in enumerate(a.shape)) for a in arrays]))
     full = []
     for a in arrays:
         shape = list(common)
@@ -780,7 +801,7 @@ def _block(s: _State, op: te.BlockOp) -> Any:
             raise ValueError(f"attention: k has {ka.shape[-2]} keys but v has {va.shape[-2]}")
         mask = xp.align(arrays[3], names[3], [*batch, qs, ks]) if len(arrays) > 3 else None
         res = xp.attention(qa, ka, va, mask, params.get("scale"), bool(params.get("causal", False)))  # type: ignore[arg-type]
-        batch_shape = np.broadcast_shapes(tuple(qa.shape[:-2]), tuple(ka.shape[:-2]), tuple(va.shape[:-2]))
+        batch_shape = broadcast_shape(tuple(qa.shape[:-2]), tuple(ka.shape[:-2]), tuple(va.shape[:-2]))
         return xp.astype(xp.broadcast_to(res, [*batch_shape, qa.shape[-2], va.shape[-1]]), dtype)
     x, xn = arrays[0], names[0]
     if fn == "rope":
@@ -799,7 +820,7 @@ def _group(s: _State, op: te.GroupOp) -> Array:
     xp = s.ops
     dtype = te.dtype_of(op.result)
     parts = [s.get(v) for v in op.inputs]
-    shape = np.broadcast_shapes(*[tuple(p.shape) for p in parts])
+    shape = broadcast_shape(*[tuple(p.shape) for p in parts])
     if op.boolean.value.data:
         acc = xp.broadcast_to(xp.ne0(parts[0]), shape)
         for p in parts[1:]:

@@ -29,10 +29,15 @@ from fuse_mlir.diagnostics import FuseError, Loc
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.resolve import (
+    FLATTEN_INNER,
+    FLATTEN_OUTER,
     Resolved,
+    call_arg_keep,
     call_axis_name,
+    flatten_axes,
     free_indices,
     literal_array,
+    other_arg_indices,
     rename_indices,
     split_factors,
     split_terms,
@@ -620,8 +625,6 @@ class Lowerer:
                     args = [rewrite(a) for a in x.args]
                     if len(args) == 1:
                         names = free_indices(args[0])
-                        if len(names) < 2:
-                            raise FuseError("concat of one argument flattens its last two axes; it needs two", x.loc)
                         fresh = [n for n in lhs_names if n not in names]
                         if len(fresh) != 1:
                             raise FuseError(
@@ -629,10 +632,14 @@ class Lowerer:
                                 "to name the flattened axis",
                                 x.loc,
                             )
+                        a, c = flatten_axes(names, lhs_names, x.loc)
                         w = Where(fresh[0], "concat(...)", x.loc)
-                        a, c = local(eid, names[-2], w), local(eid, names[-1], w)
-                        dims.add_def(local(eid, fresh[0], w), DimDef("derived", ("mul", (a, c)), w))
-                        return A.Call("__flatten__", (args[0],), (("axis", A.TensorRef(fresh[0], None, x.loc)),), x.loc)
+                        ka, kc = local(eid, a, w), local(eid, c, w)
+                        dims.add_def(local(eid, fresh[0], w), DimDef("derived", ("mul", (ka, kc)), w))
+                        kw = (("axis", fresh[0]), (FLATTEN_OUTER, a), (FLATTEN_INNER, c))
+                        return A.Call(
+                            "__flatten__", (args[0],), tuple((k, A.TensorRef(n, None, x.loc)) for k, n in kw), x.loc
+                        )
                     axis = call_axis_name(x, free_indices(args[0]), self.dotted)
                     if axis is None:
                         raise FuseError("concat needs an axis", x.loc)
@@ -669,6 +676,9 @@ class Lowerer:
                     return x
                 if b is not None and b.name == "const":
                     arr = literal_array(x.args[0])
+                    if arr.ndim == 0:
+                        # No axes to name: a literal, usable anywhere one is (and weak, as literals are).
+                        return A.Number(arr.item(), arr.dtype.kind != "f", x.loc)
                     if arr.ndim != len(lhs_names):
                         raise FuseError(
                             f"const(...) has rank {arr.ndim} but the left-hand side has {len(lhs_names)} indices",
@@ -987,7 +997,7 @@ class Lowerer:
         operands = tensors + lits
         if len(operands) == 1 and not projected:
             return operands[0]
-        dtype = dt.contract_dtype([t.dtype for t in operands], proj)
+        dtype = dt.contract_dtype([t.dtype for t in operands], proj, bool(projected))
         op = self.emit(
             te.ContractOp(
                 [t.value for t in operands],
@@ -1173,35 +1183,35 @@ class Lowerer:
                 return literal_array(v).tolist()
         raise FuseError(f"{call.name}(): {key}= must be a literal or a declared constant", v.loc)
 
-    def lower_arg(self, arg: A.Expr, proj: str, needed: set[str], axis: str | None = None) -> Val:
-        """A call argument: keeps the indices shared with the rest of the equation (and the axis), projects the rest."""
-        names = free_indices(arg)
-        keep = [n for n in names if n in needed or n == axis]
-        return self.lower_sum(arg, keep, proj, needed | ({axis} if axis else set()))
+    def lower_arg(
+        self, arg: A.Expr, proj: str, needed: set[str], axis: str | None = None, others: set[str] = frozenset()
+    ) -> Val:
+        """A call argument over the indices :func:`call_arg_keep` names; its other indices are projected inside.
+
+        ``needed`` are the indices the rest of the equation uses, ``others``
+        those of the call's other arguments, ``axis`` the one the builtin
+        works along.
+        """
+        axes = {axis} if axis else set()
+        keep = call_arg_keep(free_indices(arg), others, needed, axes)
+        return self.lower_sum(arg, keep, proj, set(keep))
 
     def lower_call(self, call: A.Call, proj: str, needed: set[str]) -> Val:
         if call.name == "__concat__":
             return self.lower_concat(call, proj, needed)
         if call.name == "__flatten__":
-            arg = self.materialize(self.lower_arg(call.args[0], proj, needed | set(free_indices(call.args[0]))))
-            target = self.kwarg(call, "axis").name  # type: ignore[union-attr]
-            names = list(arg.names[:-2]) + [target]
-            op = self.emit(te.FlattenOp(arg.value, arg.names, names, self.ttype(arg.dtype, names)))
-            return TV(op.results[0], tuple(names))
+            return self.lower_flatten(call, proj, needed)
         b = bi.lookup(call.name)
         assert b is not None, call.name
         args = call.args
         argnames = [free_indices(a) for a in args]
         if b.kind is bi.Kind.ELEMENTWISE and not (b.name in ("max", "min") and len(args) == 1):
-            vals = []
-            for k, a in enumerate(args):
-                others = {n for j, fr in enumerate(argnames) if j != k for n in fr}
-                vals.append(self.lower_arg(a, proj, needed | others))
+            vals = [self.lower_arg(a, proj, needed, None, other_arg_indices(argnames, k)) for k, a in enumerate(args)]
             params: dict[str, object] = {}
             if b.name == "sig":
                 t = self.kwarg(call, "T")
                 if t is not None:
-                    vals.append(self.lower_arg(t, proj, needed))
+                    vals.append(self.lower_arg(t, proj, needed, None, other_arg_indices(argnames, -1)))
                 elif len(vals) == 1:
                     x = vals[0]
                     sched = self._temperature(x.dtype if isinstance(x, TV) else np.dtype(np.float64))
@@ -1221,8 +1231,10 @@ class Lowerer:
             return self.reduce(kind, tv, [n for n in tv.names if n != axis])
         if b.kind is bi.Kind.AXIS:
             axis = call_axis_name(call, argnames[0], self.dotted)
-            allnames = {n for fr in argnames for n in fr}
-            vals = [self.materialize(self.lower_arg(a, proj, needed | allnames, axis)) for a in args]
+            vals = [
+                self.materialize(self.lower_arg(a, proj, needed, axis, other_arg_indices(argnames, k)))
+                for k, a in enumerate(args)
+            ]
             if axis is None or all(axis not in v.names for v in vals):
                 raise FuseError(f"{b.name}() needs an axis that its argument has", call.loc)
             params = {}
@@ -1286,11 +1298,12 @@ class Lowerer:
     def lower_concat(self, call: A.Call, proj: str, needed: set[str]) -> Val:
         axis = self.kwarg(call, "axis").name  # type: ignore[union-attr]
         parts = [v.name for k, v in call.kwargs if k.startswith("__part")]  # type: ignore[union-attr]
-        allnames = {n for a in call.args for n in free_indices(a)}
+        argnames = [free_indices(a) for a in call.args]
         vals = []
-        for a, part in zip(call.args, parts):
-            inner = (needed | allnames | {axis}) - {axis} | {part}
-            vals.append(self.materialize(self.lower_arg(a, proj, inner, part)))
+        for k, (a, part) in enumerate(zip(call.args, parts)):
+            # Each argument's joined axis is renamed apart (``part``): it keeps that, not the result's axis.
+            others = other_arg_indices(argnames, k) - set(parts)
+            vals.append(self.materialize(self.lower_arg(a, proj, needed - {axis}, part, others)))
         names: dict[str, None] = {}
         for v in vals:
             for n in v.names:
@@ -1301,6 +1314,18 @@ class Lowerer:
             te.ConcatOp([v.value for v in vals], axis, parts, [v.names for v in vals], out, self.ttype(dtype, out))
         )
         return TV(op.results[0], tuple(out))
+
+    def lower_flatten(self, call: A.Call, proj: str, needed: set[str]) -> Val:
+        """One-argument ``concat``: the argument over its kept indices, its two flattened axes moved last."""
+        outer = self.kwarg(call, FLATTEN_OUTER).name  # type: ignore[union-attr]
+        inner = self.kwarg(call, FLATTEN_INNER).name  # type: ignore[union-attr]
+        target = self.kwarg(call, "axis").name  # type: ignore[union-attr]
+        arg = self.materialize(self.lower_arg(call.args[0], proj, needed - {target}, None, {outer, inner}))
+        order = [n for n in arg.names if n not in (outer, inner)] + [outer, inner]
+        arg = self.to_names(arg, order)
+        names = order[:-2] + [target]
+        op = self.emit(te.FlattenOp(arg.value, arg.names, names, self.ttype(arg.dtype, names)))
+        return TV(op.results[0], tuple(names))
 
     def lower_block(self, call: A.Call, needed: set[str], proj: str) -> list[SSAValue]:
         b = bi.lookup(call.name)

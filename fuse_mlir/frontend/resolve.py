@@ -98,6 +98,49 @@ def call_axis_name(call: A.Call, arg_indices: list[str], default_axis: str | Non
     return arg_indices[-1] if arg_indices else None
 
 
+FLATTEN_OUTER = "__outer"
+FLATTEN_INNER = "__inner"
+"""Keywords of the lowering's ``__flatten__`` call naming the two axes it flattens (outer, then inner)."""
+
+
+def flatten_axes(arg_indices: list[str], lhs_indices: list[str], loc: Loc) -> tuple[str, str]:
+    """The two axes a one-argument ``concat`` flattens: the last two of its argument that the left side lacks.
+
+    LANGUAGE.md §6: "one argument: flatten the last two axes". Read with §4
+    (an index the left-hand side names is kept, never consumed), these are the
+    argument's last two indices as written among those the left-hand side does
+    not name: ``Y[b, k] = concat(Z[b, i, j])`` flattens i, j and
+    ``Y[t, x] = concat(O[h, t, d])`` flattens h, d (heads side by side). Its
+    other indices that the equation does not use are projected inside.
+    """
+    free = [n for n in arg_indices if n not in lhs_indices]
+    if len(free) < 2:
+        raise FuseError(
+            "concat of one argument flattens the last two of its indices that the left-hand side does not name; "
+            f"it has {len(free)} ({', '.join(free) or 'none'})",
+            loc,
+        )
+    return free[-2], free[-1]
+
+
+def call_arg_keep(arg_indices: list[str], others: set[str], needed: set[str], axes: set[str]) -> list[str]:
+    """The indices a call argument is evaluated over (LANGUAGE.md §4 "Function calls"); the rest are projected inside.
+
+    An argument keeps the indices it shares with the rest of the equation
+    (``needed``: the left-hand side and the other factors of its term, plus
+    what an enclosing call keeps), with the call's other arguments
+    (``others``), and the axes the builtin works along (``axes``). Its own
+    indices never count as "the rest of the equation": that is what makes
+    ``softmax(W[o, h] H[b, h])`` sum h before normalising.
+    """
+    return [n for n in arg_indices if n in needed or n in others or n in axes]
+
+
+def other_arg_indices(arg_indices: list[list[str]], k: int) -> set[str]:
+    """The indices of every argument of a call but the ``k``-th."""
+    return {n for j, names in enumerate(arg_indices) if j != k for n in names}
+
+
 def free_indices(expr: A.Expr) -> list[str]:
     """The index names an expression ranges over, in order of first appearance (before projection)."""
     match expr:
@@ -136,7 +179,8 @@ def _call_free_indices(call: A.Call) -> list[str]:
         parts = {v.name for k, v in call.kwargs if k.startswith("__part")}  # type: ignore[union-attr]
         return _ordered_union([[axis if n in parts else n for n in a] for a in args])
     if call.name == "__flatten__":
-        return args[0][:-2] + [kw["axis"].name]  # type: ignore[union-attr]
+        gone = {kw[FLATTEN_OUTER].name, kw[FLATTEN_INNER].name}  # type: ignore[union-attr]
+        return [n for n in args[0] if n not in gone] + [kw["axis"].name]  # type: ignore[union-attr]
     b = bi.lookup(call.name)
     if b is None:
         return _ordered_union(args)

@@ -82,10 +82,19 @@ def map_dtype(fn: str, dtypes: list[np.dtype], params: dict[str, object]) -> np.
     return _map_dtype(fn, tuple(np.dtype(d).name for d in dtypes), tuple(sorted(params.items())))
 
 
-def contract_dtype(dtypes: list[np.dtype], projection: str) -> np.dtype:
-    """Result dtype of a product projected with ``projection`` (NumPy's sum/mean promotion rules)."""
+def contract_dtype(dtypes: list[np.dtype], projection: str, projected: bool = True) -> np.dtype:
+    """Result dtype of a product projected with ``projection`` over some indices (``projected``) or none.
+
+    A product alone promotes as NumPy's ``*`` does (``int8 * int8`` is int8;
+    literals were already given their weak dtype); when indices are
+    projected, the reduction's rule applies on top of it (NumPy's ``sum``
+    widens small integers to int64, a mean is float). With nothing projected
+    the projection is the identity, whatever its operator, so the product's
+    dtype stands: ``I8[j] I8[j]`` and ``3 I32[j]`` keep their dtypes, as
+    ``I32[j] + 1`` does (LANGUAGE.md §8).
+    """
     base = np.result_type(*dtypes)
-    return reduce_dtype(base, projection)
+    return reduce_dtype(base, projection) if projected else base
 
 
 @cache

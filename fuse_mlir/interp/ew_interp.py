@@ -10,7 +10,6 @@ interpreter's handlers.
 
 from __future__ import annotations
 
-import string
 import warnings
 from typing import Any
 
@@ -31,7 +30,8 @@ from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
-from fuse_mlir.interp.reference import _HANDLERS, Interpreter, RunResult
+from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named
+from fuse_mlir.interp.reference import _HANDLERS, Interpreter, RunResult, _einsum_kernel
 
 
 def np_scalar_type(t: Attribute) -> np.dtype:
@@ -143,7 +143,7 @@ class EwInterpreter(Interpreter):
                             loc = Loc.decode(inner.loc.data) if inner.loc and inner.loc.data else None
                             raise FuseRuntimeError(inner.check.data.format(first, table.shape[k]), loc)
                 if table.size == 0:
-                    local[inner.results[0]] = np.zeros(np.broadcast_shapes(*[p.shape for p in pos]), table.dtype)
+                    local[inner.results[0]] = np.zeros(broadcast_shape(*[p.shape for p in pos]), table.dtype)
                 else:
                     clipped = [np.clip(p, 0, max(table.shape[k] - 1, 0)) for k, p in enumerate(pos)]
                     got = table[tuple(clipped)]
@@ -161,9 +161,10 @@ class EwInterpreter(Interpreter):
         a, b = self.get(op.lhs), self.get(op.rhs)
         maps = [ew.ints_of(m) for m in op.maps.data]
         out = ew.ints_of(op.out)
-        letters = string.ascii_letters
-        spec = ",".join("".join(letters[d] for d in m) for m in maps) + "->" + "".join(letters[d] for d in out)
-        return np.asarray(np.einsum(spec, a, b), dtype=te.dtype_of(op.result))
+        dtype = te.dtype_of(op.result)
+        kit = ArrayKit(np.stack, lambda shape: np.zeros(shape, dtype), np.add)
+        res = contract_named([a, b], maps, out, _einsum_kernel, kit, linear=True)
+        return np.asarray(res, dtype=dtype)
 
     def host_call(self, op: ew.HostCallOp) -> Any:
         return host_call(op.fn.data, [self.get(v) for v in op.inputs], te.params_of(op.params))

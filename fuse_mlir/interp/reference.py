@@ -24,6 +24,7 @@ from xdsl.ir import Operation, SSAValue
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
+from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.dtypes import MAP_FNS
 
 
@@ -50,6 +51,31 @@ def align(arr: np.ndarray, names: Sequence[str], target: Sequence[str]) -> np.nd
     for n in target:
         shape.append(next(it) if n in names else 1)
     return out.reshape(shape)
+
+
+def _einsum_kernel(arrays: list[np.ndarray], names: list[tuple], out: tuple) -> np.ndarray:
+    """A sum contraction by ``np.einsum`` (at most 52 distinct names), with an optimised path for 3+ operands."""
+    letters = {n: string.ascii_letters[k] for k, n in enumerate(distinct(names))}
+    spec = ",".join("".join(letters[n] for n in ns) for ns in names) + "->" + "".join(letters[n] for n in out)
+    return np.einsum(spec, *arrays, optimize=len(arrays) > 2)
+
+
+def _reduce_kernel(arrays: list[np.ndarray], names: list[tuple], out: tuple, proj: str) -> np.ndarray:
+    """A max/min/prod-projected product: the broadcast product of the operands, reduced over what ``out`` lacks."""
+    full = distinct(names)
+    ext: dict = {}
+    for a, ns in zip(arrays, names):
+        for n, s in zip(ns, a.shape):
+            ext.setdefault(n, s)
+    prod = None
+    for a, ns in zip(arrays, names):
+        x = align(a, ns, full)
+        prod = x if prod is None else prod * x
+    assert prod is not None
+    prod = np.broadcast_to(prod, [ext[n] for n in full])
+    axes = tuple(k for k, n in enumerate(full) if n not in out)
+    res = nb.reduce(prod, axes, proj)
+    return align(res, [n for n in full if n in out], out)
 
 
 def unchanged(old: np.ndarray, new: np.ndarray, atol: float, rtol: float) -> bool:
@@ -271,36 +297,30 @@ class Interpreter:
             for n, s in zip(ns, a.shape):
                 ext.setdefault(n, s)
         if proj == "sum" or (proj == "mean"):
-            letters = {n: string.ascii_letters[k] for k, n in enumerate(allnames)}
-            spec = ",".join("".join(letters[n] for n in ns) for ns in names) + "->" + "".join(letters[n] for n in out)
             work = (
                 dtype
                 if proj == "sum"
                 else np.result_type(*[a.dtype for a in arrays], np.float64 if dtype.kind != "f" else dtype)
             )
-            res = np.einsum(spec, *[a.astype(work, copy=False) for a in arrays], optimize=len(arrays) > 2)
+            kit = ArrayKit(np.stack, lambda shape: np.zeros(shape, work), np.add)
+            res = contract_named(
+                [a.astype(work, copy=False) for a in arrays], names, out, _einsum_kernel, kit, linear=True
+            )
             if proj == "mean":
                 count = int(np.prod([ext[n] for n in allnames if n not in out]))
                 res = res / count if count else np.full_like(res, np.nan)
             return np.asarray(res, dtype=dtype)
-        full = list(allnames)
-        prod = None
-        for a, ns in zip(arrays, names):
-            x = align(a, ns, full)
-            prod = x if prod is None else prod * x
-        assert prod is not None
-        prod = np.broadcast_to(prod, [ext[n] for n in full])
-        axes = tuple(k for k, n in enumerate(full) if n not in out)
-        res = nb.reduce(prod, axes, proj)
-        kept = [n for n in full if n in out]
-        return np.asarray(align(res, kept, out), dtype=dtype)
+        combine = {"max": np.maximum, "min": np.minimum, "prod": np.multiply}[proj]
+        kit = ArrayKit(np.stack, lambda shape: np.zeros(shape, dtype), combine)
+        res = contract_named(arrays, names, out, lambda a, n, o: _reduce_kernel(a, n, o, proj), kit, linear=False)
+        return np.asarray(res, dtype=dtype)
 
     def map(self, op: te.MapOp) -> np.ndarray:
         out = te.names_of(op.indices)
         args = [align(self.get(v), ns, out) for v, ns in zip(op.inputs, te.names_of_each(op.operand_indices))]
         params = te.params_of(op.params)
         res = np.asarray(MAP_FNS[op.fn.data](*args, **params))
-        shape = np.broadcast_shapes(*[a.shape for a in args]) if args else ()
+        shape = broadcast_shape(*[a.shape for a in args]) if args else ()
         return np.array(np.broadcast_to(res, shape), dtype=te.dtype_of(op.result))
 
     def broadcast(self, op: te.BroadcastOp) -> np.ndarray:
@@ -328,7 +348,7 @@ class Interpreter:
 
     def _full(self, values, names_each, out) -> list[np.ndarray]:
         args = [align(self.get(v), ns, out) for v, ns in zip(values, names_each)]
-        shape = np.broadcast_shapes(*[a.shape for a in args])
+        shape = broadcast_shape(*[a.shape for a in args])
         return [np.broadcast_to(a, shape) for a in args]
 
     def axis_fn(self, op: te.AxisOp) -> np.ndarray:
@@ -354,9 +374,7 @@ class Interpreter:
             arrays.append(align(self.get(v), ns, out))
         pos = out.index(axis)
         # Broadcast every other axis to a common extent before joining.
-        common = list(
-            np.broadcast_shapes(*[tuple(1 if k == pos else s for k, s in enumerate(a.shape)) for a in arrays])
-        )
+        common = list(broadcast_shape(*[tuple(1 if k == pos else s for k, s in enumerate(a.shape)) for a in arrays]))
         full = []
         for a in arrays:
             shape = list(common)
@@ -421,7 +439,7 @@ class Interpreter:
                 scale=params.get("scale"),
                 causal=bool(params.get("causal", False)),
             )
-            shape = [*np.broadcast_shapes(qa.shape[:-2], ka.shape[:-2], va.shape[:-2]), qa.shape[-2], va.shape[-1]]
+            shape = [*broadcast_shape(qa.shape[:-2], ka.shape[:-2], va.shape[:-2]), qa.shape[-2], va.shape[-1]]
             return np.asarray(np.broadcast_to(res, shape), dtype=dtype)
         x, xn = arrays[0], names[0]
         if fn == "rope":
@@ -443,7 +461,7 @@ class Interpreter:
         dtype = te.dtype_of(op.result)
         parts = [self.get(v) for v in op.inputs]
         if op.boolean.value.data:
-            acc = np.zeros(np.broadcast_shapes(*[p.shape for p in parts]), dtype=bool)
+            acc = np.zeros(broadcast_shape(*[p.shape for p in parts]), dtype=bool)
             for p in parts:
                 acc |= p != 0
             return acc.astype(np.int8)

@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.interp.contraction import broadcast_shape
 
 Shape = tuple[int, ...]
 
@@ -157,7 +158,7 @@ def _infer(
         case te.BlockOp():
             return _block_shapes(op, shape)
         case te.GroupOp():
-            return [np.broadcast_shapes(*[shape(v) for v in op.inputs])]
+            return [broadcast_shape(*[shape(v) for v in op.inputs])]
         case te.CastOp():
             return [shape(op.input)]
     return [None] * len(op.results)

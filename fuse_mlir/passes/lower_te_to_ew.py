@@ -592,7 +592,9 @@ class TeToEw:
             In(self.v(v), tuple(axis if n == part else n for n in ns))
             for v, ns, part in zip(op.inputs, te.names_of_each(op.operand_indices), parts)
         ]
-        shared = self.name_extents([In(i.value, tuple(n for n in i.names if n != axis)) for i in ins])
+        # Every index but the joined axis has one extent across the parts (the frontend checks it); a part
+        # that lacks an index is broadcast over it.
+        shared = {n: e for n, e in self.name_extents(ins).items() if n != axis}
         aligned = []
         for i in ins:
             ext = dict(shared)
