@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuse_mlir import FuseError, Program
+from fuse_mlir import FuseError, FuseRuntimeError, Program
 
 
 def compile_error(src: str, **inputs) -> FuseError:
@@ -23,7 +23,7 @@ ERRORS = [
     ("Y[i] = softmax(X[i], temperature=2)", "no keyword 'temperature'", 1, 34),
     ("A[i] = B[i]\nB[i] = A[i]", "dependency cycle: A -> B -> A", 1, 1),
     ("A[i] = A[i] + X[i]", "dependency cycle: A -> A", 1, 1),
-    ("K[i] = const([1,2,3])\nY[i] = K[i] L[i]\nL[i] = const([1,2])", "i is 2 in", 3, 8),
+    ("K[i] = const([1,2,3])\nY[i] = K[i] L[i]\nL[i] = const([1,2])", "i is 2 in L[i] but 3 in K[i]", 2, 15),
     ("export Q\nY[i] = X[i]", "cannot export 'Q'", 1, 8),
     ("Y[i] = X[i]\nZ[i] = X[i,j]", "X is used with 2 indices here but 1 elsewhere", 2, 8),
     ("Y[i,k] = X[i,j]", "cannot infer the extent of index k", 1, 5),
@@ -56,9 +56,77 @@ def test_error_is_located(src, fragment, line, col):
 
 
 def test_conflicting_constant_extents_name_both_places():
-    err = compile_error("W[i,j] = const([[1,2,3]])\nX[j] = const([1,2,3,4])\nY[i] = W[i,j] X[j]")
+    """Reported at the equation that joins the two constants, in its names; notes at both definitions."""
+    err = compile_error("W[i,j] = const([[1,2,3]])\nX[k] = const([1,2,3,4])\nY[a] = W[a,b] X[b]")
+    assert err.message == "b is 4 in X[b] but 3 in W[a, b]"
+    assert err.loc is not None and (err.loc.line, err.loc.col) == (3, 17)
+    notes = [(msg, loc.line) for msg, loc in err.notes]
+    assert notes == [("3 comes from const(...) here", 1), ("4 comes from const(...) here", 2)]
     text = str(err)
-    assert "note:" in text and text.count("^") == 2
+    assert text.count("^") == 3
+
+
+EXTENT_JOINS = [
+    # (program, files, message, line, col): two sized tensors joined by a later equation
+    (
+        "X[b,i] = const([[1,2,3,4,5],[1,2,3,4,5]])\nZ[b,j] = const([[1,2,3,4],[1,2,3,4]])\nY[b,k] = X[b,k] Z[b,k]",
+        {},
+        "k is 4 in Z[b, k] but 5 in X[b, k]",
+        3,
+        21,
+    ),
+    (
+        'X[b,i] = "x.npy"\nZ[b,j] = "z.npy"\nY[b,k] = X[b,k] + Z[b,k]',
+        {"x.npy": (2, 5), "z.npy": (2, 4)},
+        "k is 4 in Z[b, k] but 5 in X[b, k]",
+        3,
+        23,
+    ),
+    (  # through an intermediate: reported where the two meet
+        "X[i] = const([1,2,3])\nA[k] = X[k]\nZ[j] = const([1,2])\nY[n] = A[n] Z[n]",
+        {},
+        "n is 2 in Z[n] but 3 in A[n]",
+        4,
+        15,
+    ),
+    (  # a declared axis against a file
+        'axis t = 3\nX[t] = "x.npy"\nY[t] = X[t]',
+        {"x.npy": (4,)},
+        "t is 3 in axis t = 3 but 4 in X[t]",
+        3,
+        10,
+    ),
+]
+
+
+@pytest.mark.parametrize("src,files,message,line,col", EXTENT_JOINS, ids=[e[2] for e in EXTENT_JOINS])
+def test_extent_conflict_at_the_joining_equation(tmp_path, src, files, message, line, col):
+    for name, shape in files.items():
+        np.save(tmp_path / name, np.ones(shape))
+    (tmp_path / "prog.fuse").write_text(src)
+    with pytest.raises(FuseError) as info:
+        Program.from_file(tmp_path / "prog.fuse").compile("reference")()
+    err = info.value
+    assert message in err.message, err.message
+    assert err.loc is not None
+    if line is not None:
+        assert (err.loc.line, err.loc.col) == (line, col), str(err)
+    # The index names in the message are the ones the reported line uses.
+    shown = src.splitlines()[err.loc.line - 1]
+    for word in err.message.split(" in ")[1:]:
+        ref = word.split(" but ")[0]
+        assert ref.replace(" ", "") in shown.replace(" ", "") or ref.startswith("axis "), (ref, shown)
+
+
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+def test_runtime_extent_conflict_names_the_joining_equation(backend):
+    """An input used in two equations: the check that fails is reported in the equation that joins it."""
+    src = "A[i] = V[i]\nY[i] = W[i,j] V[j]\nexport A, Y"
+    with pytest.raises(FuseRuntimeError) as info:
+        Program(src, filename="prog.fuse").compile(backend)(W=np.ones((2, 3)), V=np.ones(4))
+    err = info.value
+    assert err.loc is not None and err.loc.line == 2, str(err)
+    assert "in W[i, j]" in err.message and "in V[j]" in err.message, err.message
 
 
 def test_runtime_extent_conflict_message_matches_spec_wording():

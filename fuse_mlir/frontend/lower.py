@@ -153,12 +153,17 @@ def ref_text(ref: A.TensorRef) -> str:
     return f"{ref.name}[{', '.join(item_text(i) for i in ref.indices)}]"
 
 
+def display_name(name: str) -> str:
+    """An index name as the program wrote it (a concat argument's joined axis is renamed apart as ``i#c1.0``)."""
+    return name.split("#")[0]
+
+
 def item_text(item: A.IndexItem) -> str:
     match item:
         case A.IndexName(name=n, dotted=d, time=t):
-            return ("*" if t else "") + n + ("." if d else "")
+            return ("*" if t else "") + display_name(n) + ("." if d else "")
         case A.IndexOffset(name=n, offset=o, time=t):
-            return ("*" if t else "") + n + (f"+{o}" if o >= 0 else str(o))
+            return ("*" if t else "") + display_name(n) + (f"+{o}" if o >= 0 else str(o))
         case A.IndexNumber(value=v):
             return str(v)
         case A.IndexSlice(text=t):
@@ -543,11 +548,11 @@ class Lowerer:
                 tkey = ("T", ref.name, k)
                 dims.find(tkey)
                 if isinstance(item, A.IndexName | A.IndexOffset):
-                    w = Where(item.name, text, item.loc)
+                    w = Where(display_name(item.name), text, item.loc)
                     key = local(eq, item.name, w)
                     if ref.name in input_names:
                         dims.add_def(tkey, DimDef("input", (ref.name, k), w))
-                    dims.union(key, tkey)
+                    dims.union(key, tkey, w)
                 elif isinstance(item, A.IndexSlice):
                     key = local(eq, item.text, Where(item.text, text, item.loc))
                     dims.add_def(
@@ -577,8 +582,9 @@ class Lowerer:
                     tkey = ("T", name, k)
                     dims.find(tkey)
                     if isinstance(item, A.IndexName):
-                        key = local(eid, item.name, Where(item.name, ref_text(lhs), item.loc))
-                        dims.union(tkey, key)
+                        w = Where(item.name, ref_text(lhs), item.loc)
+                        key = local(eid, item.name, w)
+                        dims.union(tkey, key, w)
                     elif isinstance(item, A.IndexNumber):
                         if item.value < 0:
                             raise FuseError("a position written on the left must be non-negative", item.loc)
@@ -667,7 +673,7 @@ class Lowerer:
                         raise FuseError("causal_mask builds a matrix: its left-hand side needs two indices", x.loc)
                     w = Where(lhs_names[0], "causal_mask(...)", x.loc)
                     p, q = local(eid, lhs_names[0], w), local(eid, lhs_names[1], w)
-                    dims.union(p, q)
+                    dims.union(p, q, w)
                     if x.args:
                         size = x.args[0]
                         if not (isinstance(size, A.Number) and size.is_int and size.value >= 0):
@@ -751,8 +757,9 @@ class Lowerer:
                     continue
                 a = self.extent(root)
                 b = self._def_value(d)
-                msg = f"{d.where.name} is {{1}} in {d.where.text} but {{0}} in {canon.where.text}"
-                self.emit(te.CheckDimOp(a, b, msg, d.where.loc.encode()))
+                name, canon_text, d_text, loc = self.dims.conflict(canon, d)
+                msg = f"{name} is {{1}} in {d_text} but {{0}} in {canon_text}"
+                self.emit(te.CheckDimOp(a, b, msg, loc.encode()))
 
     # -- equations -----------------------------------------------------------
 

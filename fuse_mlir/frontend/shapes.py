@@ -10,11 +10,17 @@ other one becomes an equality check: a compile-time error when both are
 constants, a ``te.check_dim`` when either is known only at run time. Index
 names that only broadcast take the extent of that name elsewhere in the
 program, and it is an error when that is ambiguous.
+
+Each union remembers the reference that caused it, so a conflict between two
+definitions (two constants, or an input that disagrees at run time) is
+reported where the program joins them, in that equation's own index names
+and references, with notes at the definitions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass, field, replace
 
 from fuse_mlir.diagnostics import FuseError, Loc
 
@@ -42,6 +48,7 @@ class DimDef:
     kind: str
     value: object
     where: Where
+    node: Key | None = field(default=None, compare=False)  # the axis or local name it was given at
 
     def identity(self) -> tuple:
         return (self.kind, self.value)
@@ -55,6 +62,7 @@ class Dims:
     defs: dict[Key, list[DimDef]] = field(default_factory=dict)
 
     order: dict[Key, int] = field(default_factory=dict)
+    edges: dict[Key, list[tuple[Key, Where | None]]] = field(default_factory=dict)
 
     def find(self, k: Key) -> Key:
         if k not in self.parent:
@@ -67,7 +75,10 @@ class Dims:
             self.parent[k], k = root, self.parent[k]
         return root
 
-    def union(self, a: Key, b: Key) -> None:
+    def union(self, a: Key, b: Key, via: Where | None = None) -> None:
+        """Join the classes of ``a`` and ``b``; ``via`` is the reference (index as written) that joins them."""
+        self.edges.setdefault(a, []).append((b, via))
+        self.edges.setdefault(b, []).append((a, via))
         ra, rb = self.find(a), self.find(b)
         if ra == rb:
             return
@@ -81,7 +92,63 @@ class Dims:
         r = self.find(k)
         lst = self.defs.setdefault(r, [])
         if all(x.identity() != d.identity() for x in lst):
-            lst.append(d)
+            lst.append(replace(d, node=k) if d.node is None else d)
+
+    def _path(self, a: Key, b: Key) -> list[tuple[Key, Where | None]]:
+        """The unions that connect ``a`` to ``b`` (breadth first): each step's node and the reference that joined it."""
+        prev: dict[Key, tuple[Key, Where | None] | None] = {a: None}
+        todo = deque([a])
+        while todo:
+            k = todo.popleft()
+            if k == b:
+                break
+            for nxt, via in self.edges.get(k, ()):
+                if nxt not in prev:
+                    prev[nxt] = (k, via)
+                    todo.append(nxt)
+        if b not in prev:
+            return []
+        steps: list[tuple[Key, Where | None]] = []
+        k = b
+        while (p := prev[k]) is not None:
+            steps.append((k, p[1]))
+            k = p[0]
+        return steps[::-1]
+
+    def conflict(self, a: DimDef, b: DimDef) -> tuple[str, str, str, Loc]:
+        """Where two definitions of one class meet: (index name, ``a``'s side, ``b``'s side, location).
+
+        The place is the equation that joins them: the last equation-local
+        index on the chain of unions from ``a`` to ``b`` that two references
+        of that equation meet at (``k`` in ``Y[b, k] = X[b, k] Z[b, k]``),
+        named as written there. Without such a join (a declared axis or a
+        ``const(...)`` met by one reference), that reference.
+        """
+        path = self._path(a.node, b.node) if a.node is not None and b.node is not None else []
+        vias = [via for _, via in path]
+        nodes = [a.node] + [k for k, _ in path]
+        for i in range(len(path) - 1, 0, -1):
+            into, out = vias[i - 1], vias[i]
+            node = nodes[i]
+            if node[0] == "L" and into is not None and out is not None and into.text != out.text:
+                return out.name, into.text, out.text, out.loc
+        last = next((v for v in reversed(vias) if v is not None), None)
+        if last is None:
+            return b.where.name, a.where.text, b.where.text, b.where.loc
+
+        def side(d: DimDef) -> str:
+            # A tensor's axis is named by the joining reference; a declaration or const(...) by itself.
+            return last.text if d.node is not None and d.node[0] == "T" else d.where.text
+
+        return last.name, side(a), side(b), last.loc
+
+    def conflict_error(self, a: DimDef, b: DimDef) -> FuseError:
+        """The compile-time error for two different constant extents ``a`` and ``b`` of one class."""
+        name, a_text, b_text, loc = self.conflict(a, b)
+        notes = [(f"{a.value} comes from {a.where.text} here", a.where.loc)]
+        if b.where.loc != loc or b.where.text != b_text:
+            notes.append((f"{b.value} comes from {b.where.text} here", b.where.loc))
+        return FuseError(f"{name} is {b.value} in {b_text} but {a.value} in {a_text}", loc, notes)
 
     def definitions(self, k: Key) -> list[DimDef]:
         return self.defs.get(self.find(k), [])
@@ -105,12 +172,7 @@ class Dims:
             consts = [d for d in self.defs[root] if d.kind == "const"]
             for d in consts[1:]:
                 if d.value != consts[0].value:
-                    a = consts[0]
-                    raise FuseError(
-                        f"{d.where.name} is {d.value} in {d.where.text} but {a.value} in {a.where.text}",
-                        d.where.loc,
-                        [(f"{a.where.name} is {a.value} here", a.where.loc)],
-                    )
+                    raise self.conflict_error(consts[0], d)
 
     def settle_bounds(self) -> None:
         """Facts files give lower bounds (one past the largest coordinate): a class's extent is the largest.
@@ -146,7 +208,7 @@ class Dims:
                     [("sized here", other.where.loc)],
                 )
             else:
-                self.defs[root] = [DimDef("const", top.value, top.where)]
+                self.defs[root] = [DimDef("const", top.value, top.where, top.node)]
 
     def resolve_by_name(self, locals_by_name: dict[str, list[Key]], undecided_where: dict[Key, Where]) -> None:
         """Give each undefined class the extent its index name has elsewhere (broadcast-only indices)."""
