@@ -25,7 +25,7 @@ from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.lower import Lowered, LowerOptions, load_sources, lower_program
 from fuse_mlir.frontend.parser import parse
-from fuse_mlir.frontend.resolve import Resolved, free_indices, resolve, split_factors, split_terms
+from fuse_mlir.frontend.resolve import Resolved, explain_term, free_indices, resolve, split_factors, split_terms
 
 if TYPE_CHECKING:
     from fuse_mlir.fixpoint import RunInfo
@@ -156,17 +156,25 @@ class Program:
     # -- explain -----------------------------------------------------------
 
     def explain(self, format: str = "text") -> str | list[dict[str, Any]]:
-        """Per-equation index tables: joined, projected and broadcast indices (``format`` text or json)."""
+        """Per-term index tables (``format`` text or json): what each term joins, projects and broadcasts.
+
+        ``projected`` are the indices the term itself projects with the
+        equation's operator; ``calls`` lists what each call works along
+        (``axis``, or the two axes a one-argument ``concat`` ``flattens`` and
+        the index they go ``into``) and the indices it ``projected`` inside
+        before that (LANGUAGE.md §4, "Function calls").
+        """
         rows = []
         for eq in self.resolved.equations:
             lhs = [i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName)]
+            dotted = next((i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName) and i.dotted), None)
             for sign, term in split_terms(eq.rhs):
                 factors = split_factors(term)
                 counts: dict[str, int] = {}
                 for f in factors:
                     for n in free_indices(f):
                         counts[n] = counts.get(n, 0) + 1
-                names = free_indices(term)
+                names, calls = explain_term(term, lhs, dotted)
                 rows.append(
                     {
                         "equation": f"{eq.loc}",
@@ -178,19 +186,34 @@ class Program:
                         "joined": [n for n, c in counts.items() if c > 1],
                         "projected": [n for n in names if n not in lhs],
                         "broadcast": [n for n in lhs if n not in names],
+                        "calls": calls,
                     }
                 )
         if format == "json":
             return rows
         if format != "text":
             raise ValueError("format must be 'text' or 'json'")
-        lines = [f"{'equation':<24} {'lhs':<10} {'proj':<5} {'joined':<14} {'projected':<14} broadcast"]
+        lines = [f"{'equation':<24} {'lhs':<10} {'proj':<5} {'joined':<14} {'projected':<14} {'broadcast':<14} calls"]
         for r in rows:
             lines.append(
                 f"{r['equation']:<24} {r['lhs']:<10} {r['projection']:<5} {','.join(r['joined']) or '-':<14} "
-                f"{','.join(r['projected']) or '-':<14} {','.join(r['broadcast']) or '-'}"
+                f"{','.join(r['projected']) or '-':<14} {','.join(r['broadcast']) or '-':<14} "
+                f"{'; '.join(_call_text(c) for c in r['calls']) or '-'}"
             )
         return "\n".join(lines)
+
+
+def _call_text(call: dict[str, Any]) -> str:
+    """One call of an explain row: ``softmax along o, h projected inside`` / ``concat flattens h,d into x``."""
+    if "flattens" in call:
+        text = f"{call['call']} flattens {','.join(call['flattens'])} into {call['into']}"
+    elif call.get("axis"):
+        text = f"{call['call']} along {call['axis']}"
+    else:
+        text = call["call"]
+    if call["projected"]:
+        text += f", {','.join(call['projected'])} projected inside"
+    return text
 
 
 _SUPPORTED_KINDS = "biuf"

@@ -191,7 +191,18 @@ def test_explain_text(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0, err
     header, row = out.splitlines()
     assert header.split()[:3] == ["equation", "lhs", "proj"]
-    assert row.split() == ["matvec.fuse:2:1", "Y", "sum", "j", "j", "-"]
+    assert row.split() == ["matvec.fuse:2:1", "Y", "sum", "j", "j", "-", "-"]
+
+
+def test_explain_describes_calls(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What a call works along and projects inside, and what a one-argument concat flattens."""
+    (work / "calls.fuse").write_text("Y[b, o.] = softmax(W[o, h] H[b, h])\nZ[t, x] = concat(O[h, t, d])\n")
+    rc, out, err = run_fuse(capsys, "explain", "calls.fuse")
+    assert rc == 0, err
+    _, softmax, concat = out.splitlines()
+    assert softmax.endswith("softmax along o, h projected inside"), softmax
+    assert concat.endswith("concat flattens h,d into x"), concat
+    assert softmax.split()[3:6] == ["-", "-", "-"]  # nothing joined, projected or broadcast by the term itself
 
 
 def test_explain_json(work: Path, capsys: pytest.CaptureFixture[str]) -> None:

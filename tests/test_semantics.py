@@ -201,6 +201,184 @@ CASES = [
 ]
 
 
+T3 = rng.standard_normal((2, 3, 4))  # [a, b, c], every extent different
+U3 = rng.standard_normal((2, 5, 4))
+V4 = rng.standard_normal(4)
+U2 = rng.standard_normal((2, 3))
+MASK = np.array([[1, 1, 0], [0, 1, 1]], dtype=np.int8)
+W2 = rng.standard_normal((3, 5))  # [o, h]
+H2 = rng.standard_normal((2, 5))  # [b, h]
+B2 = rng.standard_normal(3)  # [o]
+HEADS = rng.standard_normal((2, 3, 4))  # [h, t, d]
+
+
+def np_softmax(z: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(z - z.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def np_lnorm(z: np.ndarray, axis: int, eps: float = 1e-5) -> np.ndarray:
+    d = z - z.mean(axis, keepdims=True)
+    return d / np.sqrt((d * d).mean(axis, keepdims=True) + eps)
+
+
+CALL_PROJECTION_CASES = [
+    # LANGUAGE.md §4 "Function calls": an argument's indices that neither the rest of the equation nor the
+    # builtin's axis uses are projected inside the call, with the equation's operator.
+    (
+        "softmax of an MLP layer sums h before normalising",
+        "Y[b, o.] = softmax(W2[o, h] H[b, h] + B2[o])",
+        dict(W2=W2, H=H2, B2=B2),
+        lambda: np_softmax(H2 @ W2.T + B2, 1),
+    ),
+    ("softmax rows sum to one", "P[a, b.] = softmax(T[a,b,c])", dict(T=T3), lambda: np_softmax(T3.sum(2), 1)),
+    (
+        "softmax axis= projects inside",
+        "P[a, b] = softmax(T[a,b,c], axis=b)",
+        dict(T=T3),
+        lambda: np_softmax(T3.sum(2), 1),
+    ),
+    ("softmax under max=", "P[a, b.] max= softmax(T[a,b,c])", dict(T=T3), lambda: np_softmax(T3.max(2), 1)),
+    ("softmax under avg=", "P[a, b.] avg= softmax(T[a,b,c])", dict(T=T3), lambda: np_softmax(T3.mean(2), 1)),
+    (
+        "softmax keeps an index a sibling factor shares",
+        "P[a, b.] = softmax(T[a,b,c]) V[c]",
+        dict(T=T3, V=V4),
+        lambda: np.einsum("abc,c->ab", np_softmax(T3, 1), V4),
+    ),
+    (
+        "softmax along the last axis as written",
+        "P[a] = softmax(T[a,b,c]) V[c]",
+        dict(T=T3, V=V4),
+        lambda: np_softmax(T3.sum(1), 1) @ V4,
+    ),
+    (
+        "masked_softmax",
+        "P[a, b.] = masked_softmax(T[a,b,c], M[a,b])",
+        dict(T=T3, M=MASK),
+        lambda: np.where(MASK, np_softmax(np.where(MASK, T3.sum(2), -np.inf), 1), 0),
+    ),
+    (
+        "softmax_grad",
+        "G[a, b.] = softmax_grad(S[a,b], D[a,b,c])",
+        dict(S=np_softmax(U2, 1), D=T3),
+        lambda: np_softmax(U2, 1) * (T3.sum(2) - (np_softmax(U2, 1) * T3.sum(2)).sum(1, keepdims=True)),
+    ),
+    ("lnorm", "P[a, b.] = lnorm(T[a,b,c])", dict(T=T3), lambda: np_lnorm(T3.sum(2), 1)),
+    (
+        "layer_norm of a contraction",
+        "P[a, o.] = layer_norm(W[o,h] H[a,h], eps=0.1)",
+        dict(W=W2, H=H2),
+        lambda: np_lnorm(H2 @ W2.T, 1, 0.1),
+    ),
+    ("layernorm alias", "P[a, b.] = layernorm(T[a,b,c])", dict(T=T3), lambda: np_lnorm(T3.sum(2), 1)),
+    (
+        "logsumexp axis=",
+        "L[a] = logsumexp(T[a,b,c], axis=b)",
+        dict(T=T3),
+        lambda: np.log(np.exp(T3.sum(2)).sum(1)),
+    ),
+    ("max axis=", "M[a] = max(T[a,b,c], axis=b)", dict(T=T3), lambda: T3.sum(2).max(1)),
+    ("min axis=", "M[c] = min(T[a,b,c], axis=a)", dict(T=T3), lambda: T3.sum(1).min(0)),
+    ("mean axis=", "M[a] = mean(T[a,b,c], axis=c)", dict(T=T3), lambda: T3.sum(1).mean(1)),
+    ("avg axis= under max=", "M[a] max= avg(T[a,b,c], axis=c)", dict(T=T3), lambda: T3.max(1).mean(1)),
+    ("sum axis=", "M[c] = sum(T[a,b,c], axis=a)", dict(T=T3), lambda: T3.sum((0, 1))),
+    ("elementwise call", "Y[a] = exp(T[a,b,c]) V[c]", dict(T=T3, V=V4), lambda: np.exp(T3.sum(1)) @ V4),
+    (
+        "two-argument call keeps the indices its arguments share",
+        "Y[a] = max(T[a,b,c], U[a,b])",
+        dict(T=T3, U=U2),
+        lambda: np.maximum(T3.sum(2), U2).sum(1),
+    ),
+    (
+        "nested calls project at each level",
+        "Y[a, b.] = softmax(relu(T[a,b,c]))",
+        dict(T=T3),
+        lambda: np_softmax(np.maximum(T3.sum(2), 0), 1),
+    ),
+    (
+        "sum of terms inside a call",
+        "Y[a, b.] = softmax(T[a,b,c] + U[a,b])",
+        dict(T=T3, U=U2),
+        lambda: np_softmax(T3.sum(2) + U2, 1),
+    ),
+]
+
+CONCAT_CASES = [
+    # every axis position, two and three arguments, different extents along the joined axis
+    (
+        "concat first of two axes",
+        "Y[i,j] = concat(X[i,j], P[i,j], axis=i)",
+        dict(X=X, P=X[:2] + 1),
+        lambda: np.concatenate([X, X[:2] + 1], 0),
+    ),
+    (
+        "concat first axis, result transposed",
+        "Y[j,i] = concat(X[i,j], P[i,j], axis=i)",
+        dict(X=X, P=X[:2] + 1),
+        lambda: np.concatenate([X, X[:2] + 1], 0).T,
+    ),
+    (
+        "concat middle of three axes",
+        "Y[a,b,c] = concat(T[a,b,c], U[a,b,c], axis=b)",
+        dict(T=T3, U=U3),
+        lambda: np.concatenate([T3, U3], 1),
+    ),
+    (
+        "concat first of three axes, three arguments",
+        "Y[a,b,c] = concat(T[a,b,c], U[a,b,c], T[a,b,c], axis=a)",
+        dict(T=T3, U=T3[:1] * 2),
+        lambda: np.concatenate([T3, T3[:1] * 2, T3], 0),
+    ),
+    (
+        "concat last of three axes, three arguments",
+        "Y[a,b,c] = concat(T[a,b,c], U[a,b,c], T[a,b,c], axis=c)",
+        dict(T=T3, U=T3[:, :, :1] * 2),
+        lambda: np.concatenate([T3, T3[:, :, :1] * 2, T3], 2),
+    ),
+    (
+        "concat broadcasts an argument that lacks an index",
+        "Y[i,j] = concat(X[i,j], C[i], axis=i)",
+        dict(X=X, C=C),
+        lambda: np.concatenate([X, np.repeat(C[:, None], 4, 1)], 0),
+    ),
+    (
+        "concat projects an argument's own index inside",
+        "Y[i,j] = concat(T[a,i,j], X[i,j], axis=i)",
+        dict(T=T3[:, :, :4], X=X),
+        lambda: np.concatenate([T3.sum(0), X], 0),
+    ),
+    (
+        "concat of 1-d vectors of different extents",
+        "Y[k] = concat(B[k], C[k], B[k], axis=k)",
+        dict(B=B, C=C),
+        lambda: np.concatenate([B, C, B]),
+    ),
+    (
+        "flatten concat: heads side by side",
+        "Y[t, x] = concat(O[h,t,d])",
+        dict(O=HEADS),
+        lambda: HEADS.transpose(1, 0, 2).reshape(3, 8),
+    ),
+    ("flatten concat: last two axes", "Y[h, x] = concat(O[h,t,d])", dict(O=HEADS), lambda: HEADS.reshape(2, 12)),
+    ("flatten concat projects the rest", "Y[x] = concat(O[h,t,d])", dict(O=HEADS), lambda: HEADS.sum(0).reshape(12)),
+]
+
+CONST_CASES = [
+    # a 0-d constant has no axes: it is accepted anywhere a literal is (LANGUAGE.md §6 constructors)
+    (
+        "0-d const as a factor",
+        "Penalty[p,q] = Mask[p,q] const(-10000.0)",
+        dict(Mask=MASK.astype(np.float64)),
+        lambda: MASK * -10000.0,
+    ),
+    ("0-d const in a sum", "Y[i] = C[i] + const(2)", dict(C=C), lambda: C + 2),
+    ("0-d const inside a call", "Y[i] = relu(C[i] - const(0.5))", dict(C=C), lambda: np.maximum(C - 0.5, 0)),
+    ("0-d const alone", "S = const(1.5)", {}, lambda: np.array(1.5)),
+    ("0-d const on a vector", "Y[i] = const(3) C[i]", dict(C=C), lambda: 3 * C),
+]
+
+
 @pytest.mark.parametrize("name,src,inputs,expected", CASES, ids=[c[0] for c in CASES])
 def test_semantics(name, src, inputs, expected):
     got = one(src, **inputs)
@@ -323,3 +501,118 @@ def test_explain_tables():
     assert rows[2]["broadcast"] == ["k"]
     text = p.explain()
     assert "Y" in text and "j" in text
+
+
+# ---------------------------------------------------------------------------
+# Every backend, every pipeline: the constructs above against hand-written NumPy
+# ---------------------------------------------------------------------------
+
+EVERY_BACKEND = {
+    "reference": ("reference", {}),
+    "llvm-O0": ("llvm", {"opt_level": 0}),
+    "llvm-O2": ("llvm", {}),
+    "torch": ("torch", {}),
+    "jax": ("jax", {}),
+    "numba": ("numba", {"parallel": False}),
+}
+
+
+@pytest.fixture(params=list(EVERY_BACKEND))
+def every_backend(request) -> tuple[str, dict]:
+    backend, options = EVERY_BACKEND[request.param]
+    if backend in ("torch", "jax", "numba"):
+        pytest.importorskip(backend)
+    return backend, options
+
+
+@pytest.mark.parametrize(
+    "name,src,inputs,expected",
+    CALL_PROJECTION_CASES + CONCAT_CASES + CONST_CASES,
+    ids=[c[0] for c in CALL_PROJECTION_CASES + CONCAT_CASES + CONST_CASES],
+)
+def test_on_every_backend(every_backend, name, src, inputs, expected):
+    backend, options = every_backend
+    out = Program(src).compile(backend, **options)(**inputs)
+    got, want = out[list(out)[-1]], np.asarray(expected())
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+INT_VALUES = np.array([1, -2, 100, 7])  # 100 * 100 wraps in int8 and int16 products
+
+
+def sum_dtype(d) -> np.dtype:
+    """What ``np.sum`` accumulates ``d`` in (small integers widen to int64): a projected sum's dtype."""
+    return np.sum(np.ones(1, d)).dtype
+
+
+def widened(i: np.ndarray) -> np.ndarray:
+    """A projected sum multiplies its factors in the accumulator's dtype already."""
+    return i.astype(sum_dtype(i.dtype))
+
+
+DTYPES = [np.int8, np.int16, np.int32, np.int64, np.float32]
+
+DTYPE_CASES = [
+    # (program, result dtype for input dtype d, NumPy value): LANGUAGE.md §8, literals weak (NEP 50) on either
+    # side of a product as in a sum; a product with nothing projected keeps its dtype; a projected sum of small
+    # integers accumulates as np.sum does (int64)
+    ("Y[j] = 3 I[j]", lambda d: d, lambda i: 3 * i),
+    ("Y[j] = I[j] 2", lambda d: d, lambda i: i * 2),
+    ("Y[j] = 2 I[j] 3", lambda d: d, lambda i: 2 * i * 3),
+    ("Y[j] = I[j] + 1", lambda d: d, lambda i: i + 1),
+    ("Y[j] = 1 - I[j]", lambda d: d, lambda i: 1 - i),
+    ("Y[j] = I[j] I[j]", lambda d: d, lambda i: i * i),
+    ("Y[i,j] = I[i] I[j]", lambda d: d, lambda i: np.multiply.outer(i, i)),
+    ("Y[j] max= I[j] I[j]", lambda d: d, lambda i: i * i),
+    ("Y[j] = (I[j] 2) 3", lambda d: d, lambda i: i * 2 * 3),
+    ("Y[j] = 2.5 I[j]", lambda d: np.float32 if d == np.float32 else np.float64, lambda i: 2.5 * i),
+    ("Y = I[j] I[j]", lambda d: sum_dtype(d), lambda i: np.sum(widened(i) * widened(i))),
+    ("Y = 2 I[j]", lambda d: sum_dtype(d), lambda i: np.sum(2 * widened(i))),
+    ("Y max= I[j] I[j]", lambda d: d, lambda i: np.max(i * i)),
+    ("Y[j] = I[j] J[j]", lambda d: np.result_type(d, np.int16), lambda i: i * i.astype(np.int16)),
+]
+
+
+@pytest.mark.parametrize("src,dtype_of,value", DTYPE_CASES, ids=[c[0] for c in DTYPE_CASES])
+def test_dtypes_on_every_backend(every_backend, src, dtype_of, value):
+    backend, options = every_backend
+    runner = Program(src).compile(backend, **options)
+    for d in DTYPES:
+        i = INT_VALUES.astype(d)
+        inputs = {"I": i, "J": i.astype(np.int16)} if "J[" in src else {"I": i}
+        got = runner(**inputs)["Y"]
+        with np.errstate(over="ignore"):
+            want = np.asarray(value(i))
+        assert got.dtype == np.dtype(dtype_of(d)), (d, got.dtype)
+        np.testing.assert_allclose(got, want.astype(got.dtype), rtol=1e-6, err_msg=str(d))
+
+
+def test_sixty_distinct_indices(every_backend):
+    """One equation with 60 distinct indices (more than einsum's 52 letters): every backend contracts it."""
+    backend, options = every_backend
+    if backend == "numba":
+        pytest.xfail("numba renders one nested Python loop per index: Python allows 20 nested blocks")
+    names = [f"i{k}" for k in range(60)]
+    wide = {"i0", "i29", "i59"}
+
+    def shape(ns: list[str]) -> tuple[int, ...]:
+        return tuple(2 if n in wide else 1 for n in ns)
+
+    a = rng.standard_normal(shape(names[:30]))
+    b = rng.standard_normal(shape(names[29:]))
+    a3, b3 = a.reshape(2, 2), b.reshape(2, 2)
+    cases = [
+        (f"Y[i0, i59] = A[{', '.join(names[:30])}] B[{', '.join(names[29:])}]", a3 @ b3),
+        (f"S = A[{', '.join(names[:30])}] B[{', '.join(names[29:])}]", np.sum(a3 @ b3)),
+        (f"S max= A[{', '.join(names[:30])}] B[{', '.join(names[29:])}]", np.max(a3[:, :, None] * b3[None])),
+        (
+            f"Y[{', '.join(names)}] = A[{', '.join(names[:30])}] B[{', '.join(names[29:])}]",
+            (a3[:, :, None] * b3[None]).reshape(shape(names)),
+        ),
+    ]
+    for src, want in cases:
+        out = Program(src).compile(backend, **options)(A=a, B=b)
+        got = out[list(out)[-1]]
+        assert got.shape == np.shape(want), src[:20]
+        np.testing.assert_allclose(got, want, rtol=1e-10, err_msg=src[:20])

@@ -13,6 +13,7 @@ here, at compile time, with their location.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -198,6 +199,104 @@ def _call_free_indices(call: A.Call) -> list[str]:
         key = [n for n in k if n not in q]
         return [n for n in _ordered_union([q, v]) if n not in key and not (n in q and n in k and n not in v)]
     return _ordered_union(args)
+
+
+def explain_term(term: A.Expr, lhs: list[str], dotted: str | None) -> tuple[list[str], list[dict]]:
+    """What a term projects itself, and what its calls project inside (for ``Program.explain``).
+
+    Returns the indices the term's factors range over once each call has
+    projected inside itself (the term projects those the left-hand side
+    lacks), and one record per call that works along an axis or projects
+    inside: ``call``, ``axis`` (or ``flattens`` and ``into``) and
+    ``projected``. It follows the lowering's walk, with the same rules
+    (:func:`call_arg_keep`, :func:`call_axis_name`, :func:`flatten_axes`).
+    """
+    calls: list[dict] = []
+    names = _explain_term(term, set(lhs), lhs, dotted, calls)
+    return names, calls
+
+
+def _explain_sum(expr: A.Expr, keep: list[str], lhs: list[str], dotted: str | None, calls: list[dict]) -> None:
+    for _, term in split_terms(expr):
+        _explain_term(term, set(keep), lhs, dotted, calls)
+
+
+def _explain_term(term: A.Expr, needed: set[str], lhs: list[str], dotted: str | None, calls: list[dict]) -> list[str]:
+    factors = split_factors(term)
+    frees = [free_indices(f) for f in factors]
+    seen: list[list[str]] = []
+    for k, f in enumerate(factors):
+        others = {n for j, fr in enumerate(frees) if j != k for n in fr}
+        seen.append(_explain_elem(f, needed | others, lhs, dotted, calls))
+    return _ordered_union(seen)
+
+
+def _explain_elem(e: A.Expr, needed: set[str], lhs: list[str], dotted: str | None, calls: list[dict]) -> list[str]:
+    """The indices ``e`` ranges over after its calls project inside (records those calls in ``calls``)."""
+    match e:
+        case A.Paren(expr=x) | A.UnaryOp(operand=x):
+            return _explain_elem(x, needed, lhs, dotted, calls)
+        case A.BinOp(lhs=a, rhs=b):
+            left = _explain_elem(a, needed | set(free_indices(b)), lhs, dotted, calls)
+            return _ordered_union([left, _explain_elem(b, needed | set(free_indices(a)), lhs, dotted, calls)])
+        case A.Ternary() | A.Case():
+            inner = needed | set(free_indices(e))
+            parts = [e.cond, e.then, e.orelse] if isinstance(e, A.Ternary) else [x for b in e.branches for x in b]
+            if isinstance(e, A.Case) and e.default is not None:
+                parts.append(e.default)
+            return _ordered_union([_explain_elem(x, inner, lhs, dotted, calls) for x in parts])
+        case A.Reduce(indices=idx, body=body):
+            gone = {i.name for i in idx}
+            keep = [n for n in free_indices(body) if n not in gone]
+            _explain_term(body, needed | set(keep), lhs, dotted, calls)
+            return keep
+        case A.Call():
+            return _explain_call(e, needed, lhs, dotted, calls)
+    return free_indices(e)
+
+
+def _explain_call(call: A.Call, needed: set[str], lhs: list[str], dotted: str | None, calls: list[dict]) -> list[str]:
+    b = bi.lookup(call.name)
+    if b is None or b.kind in (bi.Kind.INDEX_FN, bi.Kind.CONSTRUCTOR, bi.Kind.BLOCK):
+        if b is not None and b.name == "case":
+            inner = needed | set(free_indices(call))
+            return _ordered_union([_explain_elem(a, inner, lhs, dotted, calls) for a in call.args])
+        return free_indices(call)
+    argnames = [free_indices(a) for a in call.args]
+    record: dict = {"call": b.name}
+    axes: set[str] = set()
+    out_of: Callable[[list[list[str]]], list[str]] = _ordered_union
+    if b.kind is bi.Kind.CONCAT and len(call.args) == 1:
+        outer, inner = flatten_axes(argnames[0], lhs, call.loc)
+        target = [n for n in lhs if n not in argnames[0]]
+        record |= {"flattens": [outer, inner], "into": target[0] if target else None}
+        axes = {outer, inner}
+
+        def out_of(kept: list[list[str]]) -> list[str]:
+            return [n for n in kept[0] if n not in axes] + [record["into"]]
+
+    elif b.kind is bi.Kind.ELEMENTWISE and not (b.name in ("max", "min") and len(call.args) == 1):
+        record["axis"] = None
+    else:
+        axis = call_axis_name(call, argnames[0], dotted)
+        record["axis"] = axis
+        axes = {axis} if axis else set()
+        if b.kind is bi.Kind.REDUCE_AXIS or b.name in ("max", "min"):
+
+            def out_of(kept: list[list[str]]) -> list[str]:
+                return [n for n in kept[0] if n not in axes]
+
+    kept: list[list[str]] = []
+    projected: list[str] = []
+    for k, (a, names) in enumerate(zip(call.args, argnames)):
+        keep = call_arg_keep(names, other_arg_indices(argnames, k), needed, axes)
+        projected += [n for n in names if n not in keep and n not in projected]
+        _explain_sum(a, keep, lhs, dotted, calls)
+        kept.append(keep)
+    record["projected"] = projected
+    if projected or axes:
+        calls.append(record)
+    return out_of(kept)
 
 
 # --------------------------------------------------------------------------
