@@ -6,7 +6,10 @@ block into a :class:`FrozenGraph`. Nodes and graphs are interned (hash-consed)
 in weak tables, so two structurally equal bodies are *the same object*:
 equality is identity and ``hash`` is a stored integer, both O(1), however
 large or deeply nested the body is. SSA names, name hints and the order of
-independent pure ops do not matter; locations and every other attribute do.
+independent pure ops do not matter (a node's key holds its operands' keys,
+and a graph lists its nodes in :func:`canonical_schedule` order, which comes
+from the dataflow alone); locations and every other attribute do. Since they
+are shared by every holder, nodes and graphs refuse assignment and deletion.
 
 Two modes, as in PyTensor's frozen graphs:
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -86,20 +90,34 @@ class _Interned:
         raise TypeError(f"{cls.__name__} objects are made by freeze_block / {cls.__name__}.make")
 
     @classmethod
-    def _intern(cls, table: weakref.WeakValueDictionary, key: tuple) -> tuple[_Interned, bool]:
-        """The object for ``key`` and whether it was created now (the caller then fills its payload)."""
-        obj = table.get(key)
-        if obj is not None:
-            return obj, False
-        obj = object.__new__(cls)
-        obj.key = key
-        obj.digest = _digest(key)
-        obj._hash = int.from_bytes(obj.digest[:8], "little")
-        table[key] = obj
-        return obj, True
+    def _intern(kind, table: weakref.WeakValueDictionary, key: tuple, **payload: object) -> _Interned:
+        """The object for ``key``, made with ``payload`` on first use.
+
+        Under a lock, and published in the table only once complete, so two
+        threads freezing equal bodies get the one object, never a half-filled one.
+        """
+        with _INTERN_LOCK:
+            obj = table.get(key)
+            if obj is None:
+                obj = object.__new__(kind)
+                digest = _digest(key)
+                obj._fill(key=key, digest=digest, _hash=int.from_bytes(digest[:8], "little"), **payload)
+                table[key] = obj
+            return obj
 
     def __hash__(self) -> int:
         return self._hash
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: it is interned and shared by every holder")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: it is interned and shared by every holder")
+
+    def _fill(self, **fields: object) -> None:
+        """Set the payload of a freshly interned object (the only writes it ever sees)."""
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
 
     def __eq__(self, other: object) -> bool:
         return self is other
@@ -132,9 +150,7 @@ class FrozenNode(_Interned):
             tuple(g.digest for g in regions),
             position,
         )
-        node, fresh = FrozenNode._intern(_NODES, key)
-        if fresh:
-            node.cls, node.attrs, node.props, node.types, node.regions = op_cls, attrs, props, types, regions
+        node = FrozenNode._intern(_NODES, key, cls=op_cls, attrs=attrs, props=props, types=types, regions=regions)
         return node  # type: ignore[return-value]
 
     @property
@@ -161,9 +177,7 @@ class FrozenGraph(_Interned):
     ) -> FrozenGraph:
         """The interned graph for these parts: each node with the refs of its operands."""
         key = (tuple(str(t) for t in arg_types), tuple((n.digest, refs) for n, refs in nodes), n_free)
-        graph, fresh = FrozenGraph._intern(_GRAPHS, key)
-        if fresh:
-            graph.arg_types, graph.nodes, graph.n_free = arg_types, nodes, n_free
+        graph = FrozenGraph._intern(_GRAPHS, key, arg_types=arg_types, nodes=nodes, n_free=n_free)
         return graph  # type: ignore[return-value]
 
     @property
@@ -181,6 +195,7 @@ class FrozenGraph(_Interned):
         return f"<FrozenGraph {len(self.nodes)} nodes {self.hexdigest[:12]}>"
 
 
+_INTERN_LOCK = threading.Lock()
 _NODES: weakref.WeakValueDictionary[tuple, FrozenNode] = weakref.WeakValueDictionary()
 _GRAPHS: weakref.WeakValueDictionary[tuple, FrozenGraph] = weakref.WeakValueDictionary()
 
@@ -201,13 +216,102 @@ def keyed_on_position(op: Operation) -> bool:
     return not is_side_effect_free(op)
 
 
+def _anonymous_digests(
+    ops: Sequence[Operation], deps_of: dict[Operation, list[Operation]], regions_of: dict[Operation, list[FrozenGraph]]
+) -> dict[Operation, bytes]:
+    """A digest of each op's structure that ignores which outside values it reads (for ordering dead ops only)."""
+    out: dict[Operation, bytes] = {}
+    for op in ops:  # block order: producers come first
+        attrs = tuple(
+            (k, canonical_attr(v))
+            for k, v in sorted([*op.attributes.items(), *op.properties.items()], key=lambda kv: kv[0])
+        )
+        out[op] = _digest(
+            (
+                op.name,
+                attrs,
+                tuple(out[d] for d in deps_of[op]),
+                tuple(str(r.type) for r in op.results),
+                tuple(g.digest for g in regions_of[op]),
+            )
+        )
+    return out
+
+
+def canonical_schedule(
+    ops: Sequence[Operation],
+    deps_of: dict[Operation, list[Operation]],
+    keyed: set[Operation],
+    regions_of: dict[Operation, list[FrozenGraph]],
+) -> list[Operation]:
+    """The ``ops`` of a block in an order that depends only on its dataflow, not on how independent ops were listed.
+
+    Ops :func:`keyed_on_position` (the terminator among them) are the roots, in their block order, which is
+    semantic; every other op is pure and is placed by an iterative post-order walk from the roots over its
+    operands, in operand order, so ``exp; sin`` and ``sin; exp`` feeding one ``addf`` schedule alike. Pure ops
+    nothing in the block reads (dead code) are walked last, before the terminator, ordered by their structure.
+    """
+    used: set[Operation] = {d for op in ops for d in deps_of[op]}
+    roots = [op for op in ops if op in keyed]
+    terminator = roots[-1:] if roots and roots[-1] is ops[-1] and ops[-1].has_trait(IsTerminator) else []
+    roots = roots[: len(roots) - len(terminator)]
+    dead = [op for op in ops if op not in keyed and op not in used]
+    if len(dead) > 1:
+        anon = _anonymous_digests(ops, deps_of, regions_of)
+        rank = {op: k for k, op in enumerate(ops)}
+        dead.sort(key=lambda op: (anon[op], rank[op]))
+    order: list[Operation] = []
+    placed: set[Operation] = set()
+    for root in [*roots, *dead, *terminator]:
+        if root in placed:
+            continue
+        placed.add(root)
+        stack = [(root, iter(deps_of[root]))]
+        while stack:
+            op, pending = stack[-1]
+            for dep in pending:
+                if dep not in placed:
+                    placed.add(dep)
+                    stack.append((dep, iter(deps_of[dep])))
+                    break
+            else:
+                stack.pop()
+                order.append(op)
+    return order
+
+
 def freeze_block(block: Block) -> tuple[FrozenGraph, list[SSAValue]]:
     """The frozen form of ``block`` and the outside values it reads (in the order its refs number them).
 
     Equal pure ops (same name, attributes, operands and types) become one
     node; ops :func:`keyed_on_position` keep their position in the block.
-    Nested regions are frozen first (depth = region nesting, not op count).
+    Nodes are listed in :func:`canonical_schedule` order and outside values
+    numbered by first use in it, so the graph (and its key) does not depend on
+    the order of independent ops. Nested regions are frozen first (depth =
+    region nesting, not op count); nothing recurses over op chains.
     """
+    producer: dict[SSAValue, Operation] = {}
+    regions_of: dict[Operation, list[FrozenGraph]] = {}
+    reads_of: dict[Operation, list[SSAValue]] = {}
+    deps_of: dict[Operation, list[Operation]] = {}
+    keyed: set[Operation] = set()
+    ops = list(block.ops)
+    for op in ops:
+        regions: list[FrozenGraph] = []
+        inner_values: list[SSAValue] = []
+        for region in op.regions:
+            for inner in region.blocks:
+                graph, inner_free = freeze_block(inner)
+                regions.append(graph)
+                inner_values.extend(inner_free)  # what a body reads from outside is, structurally, an operand
+        regions_of[op] = regions
+        reads_of[op] = reads = [*op.operands, *inner_values]
+        deps_of[op] = [producer[v] for v in reads if v in producer]
+        for res in op.results:
+            producer[res] = op
+        if keyed_on_position(op):
+            keyed.add(op)
+
     free: list[SSAValue] = []
     free_index: dict[SSAValue, int] = {}
     ref_of: dict[SSAValue, Ref] = {}
@@ -226,16 +330,9 @@ def freeze_block(block: Block) -> tuple[FrozenGraph, list[SSAValue]]:
         return r
 
     effects = 0  # effectful ops are keyed on their rank among the block's effectful ops, not on pure ops around them
-    for op in block.ops:
-        regions: list[FrozenGraph] = []
-        inner_values: list[SSAValue] = []
-        for region in op.regions:
-            for inner in region.blocks:
-                graph, inner_free = freeze_block(inner)
-                regions.append(graph)
-                inner_values.extend(inner_free)  # what a body reads from outside is, structurally, an operand
-        refs = tuple(ref(v) for v in [*op.operands, *inner_values])
-        keyed = keyed_on_position(op)
+    for op in canonical_schedule(ops, deps_of, keyed, regions_of):
+        refs = tuple(ref(v) for v in reads_of[op])
+        position = effects if op in keyed else None
         operand_key = tuple(("node", r[2], nodes[r[1]][0].digest) if r[0] == "node" else r[:2] for r in refs)
         node = FrozenNode.make(
             type(op),
@@ -244,10 +341,10 @@ def freeze_block(block: Block) -> tuple[FrozenGraph, list[SSAValue]]:
             tuple(sorted(op.properties.items())),
             operand_key,
             tuple(r.type for r in op.results),
-            tuple(regions),
-            effects if keyed else None,
+            tuple(regions_of[op]),
+            position,
         )
-        effects += keyed
+        effects += position is not None
         index = node_index.get(node)
         if index is None:
             index = node_index[node] = len(nodes)

@@ -180,3 +180,45 @@ def test_concurrent_processes_share_one_entry(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("FUSE_CACHE_DIR", str(tmp_path))
     assert diskcache.read_entry(entry.stem) is not None
     assert not list((tmp_path / "kernels").glob("*.tmp"))  # no temporary file left behind
+
+
+THREADS_SCRIPT = """
+import sys, threading
+import numpy as np
+from fuse_mlir import Program
+backend, n = sys.argv[1], int(sys.argv[2])
+barrier = threading.Barrier(n)
+ok, errors = [], []
+
+def work(k):
+    try:
+        p = Program(f"Y[i] = exp(X[i]) * {k}.25 + sin(X[i])\\nS = Y[i] X[i]\\nexport Y, S")
+        barrier.wait()
+        runner = p.compile(backend)
+        x = np.linspace(-1, 1, 5)
+        out = runner(X=x)
+        want = np.exp(x) * (k + 0.25) + np.sin(x)
+        assert np.allclose(out["Y"], want), (k, out["Y"])
+        assert np.allclose(out["S"], want @ x), (k, out["S"])
+        ok.append(k)
+    except BaseException as exc:
+        errors.append(f"{k}: {type(exc).__name__}: {exc}")
+
+threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(ok), errors)
+"""
+
+
+@pytest.mark.parametrize("backend", ["llvm", "reference"])
+def test_threads_compiling_new_programs_at_once_in_a_fresh_process(backend: str, tmp_path: Path) -> None:
+    """Nothing is loaded yet (pass registry, levels, allocator, thread pool): every thread must find it whole."""
+    env = {**os.environ, "FUSE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", THREADS_SCRIPT, backend, "10"], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "10 []", out.stdout + out.stderr

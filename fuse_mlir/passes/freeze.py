@@ -57,8 +57,9 @@ def kernels(module: ModuleOp) -> list[Operation]:
 class Freeze(FusePass):
     """Intern every kernel body (merging equal pure scalar ops) and stamp its sha256 as ``body_key``.
 
-    Bodies equal up to SSA names get equal keys; side-effecting or in-place
-    ops inside a body keep their position and never merge.
+    Bodies equal up to SSA names and the order of independent ops get equal
+    keys; side-effecting or in-place ops inside a body keep their order and
+    never merge.
     """
 
     name = "freeze"

@@ -18,6 +18,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import threading
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -102,8 +103,13 @@ class NamedPipeline:
 _PASSES: dict[str, PassInfo] = {}
 _PIPELINES: dict[str, NamedPipeline] = {}
 _origin: str | None = None  # set while a plug-in loads
-_builtins_loaded = False
+_builtins_loaded = False  # set only once every built-in module has been imported (publish after load)
 _plugins_loaded = False
+_LOAD_LOCK = threading.RLock()
+"""Held while the registry loads: a thread that asks during another's load waits for it to finish, instead of
+seeing a half-filled registry (re-entrant: an import during loading may ask the registry again)."""
+_loading_thread: int | None = None  # the thread importing the built-in passes, while it does
+_plugin_thread: int | None = None  # the thread loading plug-ins, while it does
 
 
 def _value_text(value: Any) -> str:
@@ -224,15 +230,22 @@ def register_pipeline(name: str, spec: str, description: str, *, level: str = "a
 
 def load_builtin_passes() -> None:
     """Import every module of the built-in pass packages (once), so their passes register."""
-    global _builtins_loaded
+    global _builtins_loaded, _loading_thread
     if _builtins_loaded:
         return
-    _builtins_loaded = True
-    for package_name in BUILTIN_PACKAGES:
-        package = importlib.import_module(package_name)
-        for info in pkgutil.walk_packages(package.__path__, package_name + "."):
-            if not info.name.rsplit(".", 1)[-1].startswith("_"):
-                importlib.import_module(info.name)
+    with _LOAD_LOCK:
+        if _builtins_loaded or _loading_thread == threading.get_ident():
+            return  # loaded meanwhile, or asked again by an import of this very load
+        _loading_thread = threading.get_ident()
+        try:
+            for package_name in BUILTIN_PACKAGES:
+                package = importlib.import_module(package_name)
+                for info in pkgutil.walk_packages(package.__path__, package_name + "."):
+                    if not info.name.rsplit(".", 1)[-1].startswith("_"):
+                        importlib.import_module(info.name)
+            _builtins_loaded = True  # only now: every other thread waited on the lock until here
+        finally:
+            _loading_thread = None
 
 
 def load_plugins(*, reload: bool = False) -> list[str]:
@@ -241,11 +254,28 @@ def load_plugins(*, reload: bool = False) -> list[str]:
     A plug-in that fails (import error, bad object, clashing pass name) gives a
     warning naming it and is skipped.
     """
-    global _plugins_loaded
     if _plugins_loaded and not reload:
         return []
-    _plugins_loaded = True
+    with _LOAD_LOCK:
+        return _load_plugins_locked(reload)
+
+
+def _load_plugins_locked(reload: bool) -> list[str]:
+    """Load the plug-ins; the caller holds ``_LOAD_LOCK``. Marked loaded only when done (publish after load)."""
+    global _plugins_loaded, _plugin_thread
+    if (_plugins_loaded and not reload) or _plugin_thread == threading.get_ident():
+        return []  # loaded meanwhile, or a plug-in asking the registry while it loads
     load_builtin_passes()
+    _plugin_thread = threading.get_ident()
+    try:
+        loaded = _load_entry_points()
+        _plugins_loaded = True
+    finally:
+        _plugin_thread = None
+    return loaded
+
+
+def _load_entry_points() -> list[str]:
     loaded = []
     for ep in sorted(metadata.entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
         dist = getattr(getattr(ep, "dist", None), "name", None)
