@@ -54,7 +54,7 @@ def _smaller_exprs(e: Expr) -> Iterator[Expr]:
                 yield replace(e, **{x: s})
     elif isinstance(e, CaseExpr):
         yield e.default
-        for c, v in e.arms:
+        for _c, v in e.arms:
             yield v
     elif isinstance(e, Reduce):
         yield e.body
