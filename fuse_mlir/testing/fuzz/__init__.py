@@ -1,0 +1,136 @@
+"""The differential fuzzer: random programs against an independent oracle, and text mutants.
+
+``python -m fuse_mlir.testing.fuzz`` runs it (``--help``); ``docs/testing.md``
+describes what it covers. Modules: :mod:`.program` (the fuzzer's own
+program description), :mod:`.generate` (random programs), :mod:`.oracle`
+(a NumPy evaluator written from LANGUAGE.md, sharing no code with the
+compiler), :mod:`.driver` (backends in watchdog-guarded workers,
+comparison, classification), :mod:`.minimise` (delta debugging) and
+:mod:`.mutate` (text mutants).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from fuse_mlir.testing.fuzz import driver, oracle
+from fuse_mlir.testing.fuzz.generate import Generator
+from fuse_mlir.testing.fuzz.minimise import minimise
+from fuse_mlir.testing.fuzz.mutate import mutants, seeds_from_examples
+from fuse_mlir.testing.fuzz.program import FuzzProgram
+
+__all__ = ["Failure", "Report", "run_programs", "run_mutants", "reproducer", "Generator", "FuzzProgram"]
+
+
+@dataclass
+class Failure:
+    """One failing (program, configuration), with its minimised reproducer."""
+
+    seed: int
+    config: str
+    kind: str
+    detail: str
+    program: FuzzProgram
+    minimised: FuzzProgram | None = None
+
+
+@dataclass
+class Report:
+    """Counts per configuration and outcome, and the failures."""
+
+    counts: Counter = field(default_factory=Counter)
+    failures: list[Failure] = field(default_factory=list)
+    programs: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+
+    def table(self, configs: list[str]) -> str:
+        head = f"{'backend':<10} {'programs':>8} {'agree':>7} {'disagree':>9} {'crash':>6} {'hang':>5}"
+        rows = [head]
+        for c in configs:
+            n = sum(self.counts[(c, k)] for k in ("agree", "disagree", "crash", "hang"))
+            rows.append(
+                f"{c:<10} {n:>8} {self.counts[(c, 'agree')]:>7} {self.counts[(c, 'disagree')]:>9} "
+                f"{self.counts[(c, 'crash')]:>6} {self.counts[(c, 'hang')]:>5}"
+            )
+        rows.append(f"{self.programs} programs ({self.skipped} skipped: value left open), {self.seconds:.0f} s")
+        return "\n".join(rows)
+
+
+def reproducer(p: FuzzProgram) -> str:
+    """A program's text and its inputs, ready to paste into a test."""
+    lines = [p.source().rstrip(), "# inputs:"]
+    for k, v in p.arrays().items():
+        lines.append(f"#   {k} = np.array({v.tolist()!r}, dtype=np.{v.dtype})")
+    return "\n".join(lines)
+
+
+def run_programs(
+    n: int,
+    configs: list[str],
+    *,
+    seed: int = 0,
+    timeout: float = 60.0,
+    minimise_failures: bool = True,
+    max_minimise: int = 20,
+    progress: bool = False,
+) -> Report:
+    """``n`` generated programs (seeds ``seed .. seed+n-1``) on ``configs`` against the oracle."""
+    rep = Report()
+    start = time.perf_counter()
+    worker = driver.Worker(timeout)
+    try:
+        for s in range(seed, seed + n):
+            prog = Generator(s).program()
+            arrays = prog.arrays()
+            try:
+                want = oracle.evaluate(prog, arrays)
+            except (oracle.Undefined, oracle.Reject):
+                rep.skipped += 1
+                continue
+            rep.programs += 1
+            for c in configs:
+                out = driver.classify(want, worker.call("run", (prog.source(), arrays, c)), c)
+                rep.counts[(c, out.kind)] += 1
+                if out.kind != "agree":
+                    rep.failures.append(Failure(s, c, out.kind, out.detail, prog))
+            if progress and (s - seed + 1) % 50 == 0:
+                print(f"  {s - seed + 1}/{n} programs, {len(rep.failures)} failures", flush=True)
+        if minimise_failures:
+            for f in rep.failures[:max_minimise]:
+                f.minimised = minimise(f.program, _still_fails(worker, f.config, f.kind), budget=300)
+    finally:
+        worker.close()
+    rep.seconds = time.perf_counter() - start
+    return rep
+
+
+def _still_fails(worker: driver.Worker, config: str, kind: str):  # noqa: ANN202
+    def fails(p: FuzzProgram) -> bool:
+        arrays = p.arrays()
+        want = oracle.evaluate(p, arrays)
+        return driver.classify(want, worker.call("run", (p.source(), arrays, config)), config).kind == kind
+
+    return fails
+
+
+def run_mutants(n: int, configs: list[str], *, seed: int = 0, timeout: float = 30.0, generated: int = 40) -> Report:
+    """``n`` text mutants of the examples and of ``generated`` generated programs, compiled on ``configs``."""
+    rep = Report()
+    start = time.perf_counter()
+    seeds = seeds_from_examples() + [Generator(seed + k).program().source() for k in range(generated)]
+    worker = driver.Worker(timeout)
+    try:
+        for k, text in enumerate(mutants(seeds, n, seed)):
+            status, detail = worker.call("text", (text, configs))
+            kind = {"ok": "agree"}.get(status, status)
+            rep.counts[("mutants", kind)] += 1
+            rep.programs += 1
+            if kind != "agree":
+                rep.failures.append(Failure(k, "mutants", kind, f"{detail}\n--- mutant ---\n{text[:3000]}", FuzzProgram()))
+    finally:
+        worker.close()
+    rep.seconds = time.perf_counter() - start
+    return rep

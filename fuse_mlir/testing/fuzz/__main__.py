@@ -1,0 +1,41 @@
+"""``python -m fuse_mlir.testing.fuzz``: run the differential and mutation fuzzers and print a summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fuse_mlir.testing.fuzz import driver, reproducer, run_mutants, run_programs
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fuse_mlir.testing.fuzz", description=__doc__)
+    ap.add_argument("-n", "--programs", type=int, default=200, help="generated programs (default 200)")
+    ap.add_argument("-m", "--mutants", type=int, default=0, help="text mutants (default 0)")
+    ap.add_argument("--seed", type=int, default=0, help="first program seed")
+    ap.add_argument("--backends", default="reference,llvm-O2", help=f"comma list of {', '.join(driver.CONFIGS)} or all")
+    ap.add_argument("--long", action="store_true", help="20,000 programs and 20,000 mutants on every installed backend")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program before it counts as a hang")
+    ap.add_argument("--no-minimise", action="store_true", help="report failures as generated")
+    args = ap.parse_args(argv)
+    configs = driver.available_configs() if args.backends == "all" or args.long else args.backends.split(",")
+    n, m = (20000, 20000) if args.long else (args.programs, args.mutants)
+    failed = False
+    if n:
+        rep = run_programs(n, configs, seed=args.seed, timeout=args.timeout, minimise_failures=not args.no_minimise, progress=True)
+        print(rep.table(configs))
+        for f in rep.failures:
+            print(f"\n=== seed {f.seed} on {f.config}: {f.kind}: {f.detail.splitlines()[0] if f.detail else ''}")
+            print(reproducer(f.minimised or f.program))
+        failed |= bool(rep.failures)
+    if m:
+        mrep = run_mutants(m, configs[:2] if len(configs) > 1 else configs, seed=args.seed, timeout=args.timeout)
+        print(mrep.table(["mutants"]))
+        for f in mrep.failures:
+            print(f"\n=== mutant {f.seed}: {f.kind}: {f.detail[:1500]}")
+        failed |= bool(mrep.failures)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

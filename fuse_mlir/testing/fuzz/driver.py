@@ -1,0 +1,218 @@
+"""The differential driver: every backend against the oracle, in worker processes with a watchdog.
+
+Outcomes per (program, backend): ``agree``; ``disagree`` (values, dtype or
+shape differ from the oracle); ``crash`` (an exception that is not a
+FuseError, or a FuseError where the oracle has a value); ``hang`` (the
+worker passed the per-program timeout and was killed). Text mutants are
+run by the same workers (:mod:`fuse_mlir.testing.fuzz.mutate`): there a
+FuseError with a location is a pass, anything else a crash.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: Backend configurations: name -> compile() arguments.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "reference": {"backend": "reference"},
+    "llvm-O0": {"backend": "llvm", "opt_level": 0},
+    "llvm-O2": {"backend": "llvm", "opt_level": 2},
+    "torch": {"backend": "torch"},
+    "jax": {"backend": "jax"},
+    "numba": {"backend": "numba"},
+}
+
+
+def available_configs() -> list[str]:
+    """The configurations whose hand-off packages are installed here."""
+    import importlib.util
+
+    out = []
+    for name in CONFIGS:
+        if name in ("torch", "jax", "numba") and importlib.util.find_spec(name) is None:
+            continue
+        out.append(name)
+    return out
+
+
+# ----------------------------------------------------------------------------- in the worker
+
+
+def _run_one(source: str, arrays: dict[str, np.ndarray], config: str) -> tuple[str, Any]:
+    """Compile and run ``source`` on one configuration: ("ok", outputs) | ("fuse_error", text) | ("crash", tb)."""
+    from fuse_mlir import FuseError, Program
+
+    try:
+        runner = Program(source).compile(**CONFIGS[config])
+        out = runner(**{k: v.copy() for k, v in arrays.items()})
+        return "ok", {k: np.array(v, copy=True) for k, v in out.items()}
+    except FuseError as e:
+        return "fuse_error", str(e)
+    except BaseException as e:  # noqa: BLE001 - a crash is what the fuzzer looks for
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return "crash", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
+
+
+def _compile_text(source: str, configs: list[str]) -> tuple[str, str]:
+    """A text mutant: parse, resolve, lower and compile (and run on tiny inputs when it names none)."""
+    from fuse_mlir import FuseError, Program
+
+    for config in configs:
+        try:
+            prog = Program(source)
+            runner = prog.compile(**CONFIGS[config])
+            names = getattr(runner, "input_names", None)
+            if callable(names):
+                names = names()
+            if names is not None and not list(names):
+                runner()
+        except FuseError as e:
+            text = str(e)
+            if not _located(text):
+                return "crash", f"{config}: FuseError without a location: {text[:400]}"
+        except RecursionError as e:
+            return "crash", f"{config}: RecursionError: {e}"
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            return "crash", f"{config}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
+    return "ok", ""
+
+
+def _located(text: str) -> bool:
+    """A located diagnostic names ``file:line:col``."""
+    import re
+
+    return re.search(r"^[^\n:]*:\d+:\d+: ", text, re.M) is not None
+
+
+def _worker(conn: Any) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        kind, payload = task
+        if kind == "run":
+            result = _run_one(*payload)
+        else:
+            result = _compile_text(*payload)
+        conn.send(result)
+
+
+class Worker:
+    """One worker process; :meth:`call` returns its answer or ``("hang", ...)`` after ``timeout`` seconds
+    (the worker is then killed and a fresh one started on the next call)."""
+
+    def __init__(self, timeout: float = 60.0):
+        self.timeout = timeout
+        self.proc: Any = None
+        self.conn: Any = None
+
+    def start(self) -> None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc.start()
+        self.conn = parent
+
+    def call(self, kind: str, payload: tuple) -> tuple[str, Any]:
+        if self.proc is None or not self.proc.is_alive():
+            self.start()
+        try:
+            self.conn.send((kind, payload))
+            if self.conn.poll(self.timeout):
+                return self.conn.recv()
+        except (EOFError, BrokenPipeError, OSError) as e:
+            self.kill()
+            return "crash", f"worker died: {type(e).__name__} (exit code {self.exitcode()})"
+        self.kill()
+        return "hang", f"no answer in {self.timeout:.0f} s"
+
+    def exitcode(self) -> Any:
+        return None if self.proc is None else self.proc.exitcode
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.join(5)
+        self.proc = None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+            self.proc.join(5)
+        self.kill()
+
+
+# ----------------------------------------------------------------------------- comparison
+
+
+def tolerance(dtype: np.dtype) -> float:
+    """Relative tolerance (of the value's scale) for one output dtype: exact for integers."""
+    if dtype.kind in "iub":
+        return 0.0
+    return 2e-3 if dtype == np.float32 else 1e-7
+
+
+def compare(want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> str | None:
+    """None when ``got`` matches ``want`` (names, shapes, dtypes and values within tolerance), else why not."""
+    for name, w in want.items():
+        if name not in got:
+            return f"{name}: missing from the outputs"
+        g = np.asarray(got[name])
+        w = np.asarray(w)
+        if g.shape != w.shape:
+            return f"{name}: shape {g.shape}, expected {w.shape}"
+        if g.dtype != w.dtype:
+            return f"{name}: dtype {g.dtype}, expected {w.dtype}"
+        if w.size == 0:
+            continue
+        if w.dtype.kind in "iub":
+            if not np.array_equal(g, w):
+                k = int(np.flatnonzero(g.ravel() != w.ravel())[0])
+                return f"{name}: value {g.ravel()[k]} at flat {k}, expected {w.ravel()[k]}"
+            continue
+        wf, gf = w.astype(np.float64), g.astype(np.float64)
+        finite = np.isfinite(wf)
+        scale = max(1.0, float(np.max(np.abs(wf[finite]))) if finite.any() else 1.0)
+        tol = tolerance(w.dtype) * scale
+        same_special = (np.isnan(wf) & np.isnan(gf)) | (np.isinf(wf) & (wf == gf))
+        close = np.abs(wf - gf) <= tol
+        bad = ~(same_special | (finite & close))
+        if bad.any():
+            k = int(np.flatnonzero(bad.ravel())[0])
+            return f"{name}: value {gf.ravel()[k]!r} at flat {k}, expected {wf.ravel()[k]!r} (tol {tol:.1e})"
+    return None
+
+
+@dataclass
+class Outcome:
+    """The result of one program on one configuration."""
+
+    config: str
+    kind: str  # agree | disagree | crash | hang
+    detail: str = ""
+
+
+def classify(want: dict[str, np.ndarray], result: tuple[str, Any], config: str) -> Outcome:
+    status, value = result
+    if status == "ok":
+        why = compare(want, value)
+        return Outcome(config, "agree" if why is None else "disagree", why or "")
+    if status == "fuse_error":
+        return Outcome(config, "crash", "FuseError on a valid program: " + value.splitlines()[0][:300])
+    return Outcome(config, status, str(value)[:2000])

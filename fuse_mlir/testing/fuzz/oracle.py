@@ -1,0 +1,653 @@
+"""An evaluator of the fuzzer's program descriptions written from LANGUAGE.md, on plain NumPy.
+
+It shares no code with the compiler (it imports nothing from ``fuse_mlir``
+outside this package) and reads the fuzzer's own nodes, never the parser's
+AST, so a disagreement between it and a backend is a disagreement about the
+language, to be settled by the spec. Values are named arrays: an
+``np.ndarray`` with one index name per axis, or a weak Python scalar for a
+literal (NEP 50, §8). The rules, each from LANGUAGE.md:
+
+- §4 join/broadcast: a pointwise operator aligns its operands by name.
+- §4 projection: in each top-level term of a right-hand side, names not on the left are reduced with the
+  equation's operator (sum / max / min / mean); the term is then broadcast to the left-hand side.
+- §4 function calls: an argument keeps the names it shares with the rest of the equation (the left-hand
+  side, the other factors of its term, the call's other arguments) plus the axis of a reducing or
+  normalising builtin; its other names are projected inside the call, term by term, with the equation's
+  operator.
+- §4 same left-hand side: a group's value is the sum of its equations' contributions (OR for booleans).
+- §4 numeric indices, gathers, zero-filled offsets and slices named by their text; §6 builtins; §8 dtypes
+  (sum/mean reductions follow ``np.sum``/``np.mean``; products without projection keep the dtype).
+
+:class:`Undefined` marks a program whose value the spec leaves open (empty max/min/mean, integer overflow,
+a negative integer power); :class:`Reject` a program outside what the oracle models. Both are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fuse_mlir.testing.fuzz.program import (
+    Bin,
+    Call,
+    CaseExpr,
+    Eq,
+    Expr,
+    FnCall,
+    FnDef,
+    FuzzProgram,
+    IGather,
+    IName,
+    INum,
+    IOff,
+    ISlice,
+    ListConst,
+    Lit,
+    Paren,
+    Reduce,
+    Ref,
+    Ternary,
+    Un,
+    mentions,
+)
+
+
+class Undefined(Exception):
+    """The spec leaves this program's value open: the fuzzer does not compare it."""
+
+
+class Reject(Exception):
+    """The program is outside what the oracle models (a generator slip): the fuzzer regenerates."""
+
+
+Scalar = int | float
+
+
+@dataclass
+class NA:
+    """A named array: ``a`` has one axis per entry of ``names``; a Python scalar ``a`` is a weak literal."""
+
+    a: Any
+    names: tuple[str, ...]
+
+    @property
+    def weak(self) -> bool:
+        return isinstance(self.a, int | float) and not isinstance(self.a, np.generic)
+
+
+OPS = {"=": "sum", "+=": "sum", "max=": "max", "min=": "min", "avg=": "mean"}
+AXIS_FNS = {"softmax", "masked_softmax", "softmax_grad", "lnorm"}
+REDUCE_FNS = {"logsumexp", "avg", "sum", "max1", "min1"}
+ALIASES = {"layernorm": "lnorm", "layer_norm": "lnorm", "mean": "avg"}
+
+
+def align(*vals: NA) -> tuple[list[Any], tuple[str, ...]]:
+    """Arrays of ``vals`` expanded to one common name order (first appearance), ready to broadcast."""
+    names: list[str] = []
+    for v in vals:
+        for n in v.names:
+            if n not in names:
+                names.append(n)
+    out = []
+    for v in vals:
+        if v.weak or not v.names:
+            out.append(v.a)
+            continue
+        arr = np.asarray(v.a)
+        perm = [v.names.index(n) for n in names if n in v.names]
+        arr = arr.transpose(perm)
+        shape = []
+        it = iter(arr.shape)
+        for n in names:
+            shape.append(next(it) if n in v.names else 1)
+        out.append(arr.reshape(shape))
+    return out, tuple(names)
+
+
+
+
+def _check_wide(wide: np.ndarray, res: np.ndarray) -> None:
+    info = np.iinfo(res.dtype)
+    if np.any(wide > info.max) or np.any(wide < info.min):
+        raise Undefined("integer overflow")
+
+
+def _int_op(fn: Any, a: Any, b: Any) -> Any:
+    res = fn(a, b)
+    r = np.asarray(res)
+    if r.dtype.kind in "iu":
+        wide = fn(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+        _check_wide(wide, r)
+    return res
+
+
+def reduce_axes(arr: Any, axes: tuple[int, ...], op: str) -> Any:
+    """``op`` (sum / max / min / mean / prod) over ``axes``; empty max/min/mean are left open by the spec."""
+    if not axes:
+        return arr
+    arr = np.asarray(arr)
+    if op in ("max", "min", "mean") and any(arr.shape[k] == 0 for k in axes):
+        raise Undefined(f"{op} over an empty axis")
+    if op == "sum":
+        if arr.dtype.kind in "iu":
+            return np.sum(arr.astype(np.int64), axis=axes)
+        return np.sum(arr, axis=axes)
+    if op == "max":
+        return np.max(arr, axis=axes)
+    if op == "min":
+        return np.min(arr, axis=axes)
+    if op == "mean":
+        return np.mean(arr, axis=axes)
+    if op == "prod":
+        if arr.dtype.kind in "iu":
+            res = np.prod(arr.astype(np.int64), axis=axes)
+            _check_wide(np.prod(arr.astype(np.float64), axis=axes), res)
+            return res
+        return np.prod(arr, axis=axes)
+    raise Reject(f"unknown reduction {op}")
+
+
+def project(v: NA, keep: set[str] | list[str] | tuple[str, ...], op: str) -> NA:
+    """Reduce the names of ``v`` not in ``keep`` with ``op``."""
+    if v.weak:
+        return v
+    axes = tuple(k for k, n in enumerate(v.names) if n not in keep)
+    if not axes:
+        return v
+    return NA(reduce_axes(v.a, axes, op), tuple(n for n in v.names if n in keep))
+
+
+def split_terms(e: Expr) -> list[tuple[int, Expr]]:
+    """Top-level ``+`` / ``-`` operands with their signs (parentheses stop the split)."""
+    if isinstance(e, Bin) and e.op in "+-" and len(e.op) == 1:
+        left = split_terms(e.a)
+        right = split_terms(e.b)
+        if e.op == "-":
+            right = [(-s, t) for s, t in right]
+        return left + right
+    return [(1, e)]
+
+
+def _neg(v: NA) -> NA:
+    if v.weak:
+        return NA(-v.a, ())
+    return NA(np.negative(v.a), v.names)
+
+
+def add_values(vals: list[NA]) -> NA:
+    """Pointwise sum of several named values (NEP 50: weak literals do not widen)."""
+    acc = vals[0]
+    for v in vals[1:]:
+        (x, y), names = align(acc, v)
+        acc = NA(_int_op(np.add, x, y), names)
+    return acc
+
+
+class Oracle:
+    """Evaluates a :class:`FuzzProgram` on given inputs; ``values`` holds every tensor computed."""
+
+    def __init__(self, prog: FuzzProgram, arrays: dict[str, np.ndarray]):
+        self.prog = prog
+        self.values: dict[str, np.ndarray] = {k: np.asarray(v) for k, v in arrays.items()}
+        self.fns: dict[str, FnDef] = {f.name: f for f in prog.fns}
+        self.extents = dict(prog.extents)
+        self.eq: Eq | None = None
+
+    # -- programs -----------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, np.ndarray]:
+        groups: dict[str, list[Eq]] = {}
+        for eq in self.prog.eqs:
+            groups.setdefault(eq.lhs, []).append(eq)
+        for name, eqs in groups.items():
+            self.values[name] = self.group(eqs)
+        exports = self.prog.exports or list(groups)
+        return {n: self.values[n] for n in exports}
+
+    def group(self, eqs: list[Eq]) -> np.ndarray:
+        """The value of one left-hand side: the sum (booleans: OR) of its equations' contributions."""
+        shape = self.lhs_shape(eqs)
+        total: NA | None = None
+        for eq in eqs:
+            c = self.equation(eq, shape)
+            if eqs[0].boolean:
+                c = NA((np.asarray(c.a) != 0).astype(np.int8), c.names)
+                total = c if total is None else NA(np.logical_or(total.a, c.a).astype(np.int8), c.names)
+            else:
+                total = c if total is None else add_values([total, c])
+        assert total is not None
+        out = total.a
+        if total.weak:
+            out = np.full(shape, out)
+        return np.asarray(out)
+
+    def lhs_shape(self, eqs: list[Eq]) -> tuple[int, ...]:
+        """Extents of the left-hand side: names from the program, numeric positions one past the largest."""
+        first = eqs[0]
+        shape = []
+        for k, item in enumerate(first.lidx):
+            if isinstance(item, IName):
+                shape.append(self.extent(item.name, first))
+            else:
+                shape.append(max(int(e.lidx[k].pos) for e in eqs if isinstance(e.lidx[k], INum)) + 1)
+        return tuple(shape)
+
+    def extent(self, name: str, eq: Eq) -> int:
+        ext = self.eq_extents.get(name) if getattr(self, "eq_extents", None) else None
+        if ext is not None:
+            return ext
+        if name in self.extents:
+            return self.extents[name]
+        raise Reject(f"no extent for {name} in {eq.text()}")
+
+    def equation(self, eq: Eq, shape: tuple[int, ...]) -> NA:
+        """One equation's contribution over the left-hand side's full shape (numeric positions placed)."""
+        self.eq = eq
+        self.eq_extents: dict[str, int] = {}
+        lnames = [i.name for i in eq.lidx if isinstance(i, IName)]
+        op = OPS[eq.op]
+        if isinstance(eq.rhs, ListConst) or (isinstance(eq.rhs, Call) and eq.rhs.fn == "causal_mask"):
+            body = self.constructor(eq.rhs, eq, shape)
+        else:
+            parts = []
+            for sign, term in split_terms(eq.rhs):
+                v = self.ev(term, set(lnames))
+                v = project(v, set(lnames), op)
+                parts.append(_neg(v) if sign < 0 else v)
+            body = add_values(parts)
+        # broadcast to the named left-hand side axes
+        lshape = [self.extent(n, eq) for n in lnames]
+        if body.weak:
+            arr = np.full(lshape, body.a) if lnames else body.a
+            if not lnames:
+                return NA(np.asarray(arr), ())
+        else:
+            missing = [n for n in body.names if n not in lnames]
+            if missing:
+                raise Reject(f"names {missing} left after projection")
+            arr = np.asarray(body.a)
+            cur = list(body.names)
+            for n in lnames:
+                if n not in cur:
+                    arr = arr[..., None]
+                    cur.append(n)
+            arr = np.broadcast_to(arr.transpose([cur.index(n) for n in lnames]), lshape).copy()
+        # place numeric left-hand positions
+        if len(lnames) == len(eq.lidx):
+            return NA(arr, tuple(lnames))
+        out = np.zeros(shape, dtype=np.asarray(arr).dtype)
+        index: list[Any] = [slice(None) if isinstance(i, IName) else i.pos for i in eq.lidx]
+        out[tuple(index)] = arr
+        return NA(out, tuple(f"#{k}" for k in range(len(shape))))
+
+    def constructor(self, e: Expr, eq: Eq, shape: tuple[int, ...]) -> NA:
+        names = tuple(i.name for i in eq.lidx if isinstance(i, IName))
+        if isinstance(e, ListConst):
+            arr = np.asarray(e.value)
+            if arr.ndim == 0:
+                return NA(arr, ())
+            if arr.ndim != len(eq.lidx):
+                raise Reject("const rank")
+            for n, s in zip(names, arr.shape):
+                self.eq_extents[n] = s
+            return NA(arr, names)
+        assert isinstance(e, Call)
+        n = int(e.args[0].value) if e.args else self.extent(names[0], eq)  # type: ignore[union-attr]
+        return NA(np.tri(n, n, 0, dtype=np.float64), names)
+
+    # -- expressions --------------------------------------------------------------------------------
+
+    def ev(self, e: Expr, keep: set[str]) -> NA:
+        """The pointwise value of ``e``; ``keep`` holds the names its context shares (for calls inside)."""
+        if isinstance(e, Ref):
+            return self.ref(e)
+        if isinstance(e, Lit):
+            return NA(e.value, ())
+        if isinstance(e, Paren):
+            return self.ev(e.a, keep)
+        if isinstance(e, Un):
+            v = self.ev(e.a, keep)
+            if e.op == "-":
+                if not v.weak and np.asarray(v.a).dtype.kind in "iu":
+                    _int_op(np.subtract, np.zeros((), np.asarray(v.a).dtype), v.a)
+                return _neg(v)
+            return NA((np.asarray(v.a) == 0).astype(np.int8), v.names)
+        if isinstance(e, Bin):
+            a = self.ev(e.a, keep | set(mentions(e.b)))
+            b = self.ev(e.b, keep | set(mentions(e.a)))
+            return self.binary(e.op, a, b)
+        if isinstance(e, Ternary):
+            return self.select([e.c, e.a, e.b], keep)
+        if isinstance(e, CaseExpr):
+            flat: list[Expr] = []
+            for c, v in e.arms:
+                flat += [c, v]
+            return self.select([*flat, e.default], keep)
+        if isinstance(e, Reduce):
+            body = self.ev(e.body, keep | set(e.names))
+            missing = [n for n in e.names if n not in body.names]
+            if missing:
+                raise Reject("reduce of a name its body lacks")
+            return project(body, set(body.names) - set(e.names), e.op)
+        if isinstance(e, Call):
+            return self.call(e, keep)
+        if isinstance(e, FnCall):
+            return self.fn_call(e, keep)
+        raise Reject(f"cannot evaluate {type(e).__name__} here")
+
+    def binary(self, op: str, a: NA, b: NA) -> NA:
+        (x, y), names = align(a, b)
+        if op == "+":
+            return NA(_int_op(np.add, x, y), names)
+        if op == "-":
+            return NA(_int_op(np.subtract, x, y), names)
+        if op == "*":
+            return NA(_int_op(np.multiply, x, y), names)
+        if op == "/":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return NA(np.true_divide(x, y), names)
+        if op == "**":
+            xa, ya = np.asarray(x), np.asarray(y)
+            if xa.dtype.kind in "iu" and ya.dtype.kind in "iu" and np.any(ya < 0):
+                raise Undefined("negative integer power")
+            with np.errstate(all="ignore"):
+                return NA(_int_op(np.power, x, y), names)
+        cmp = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal}
+        if op in cmp:
+            return NA(np.asarray(cmp[op](x, y)).astype(np.int8), names)
+        if op == "!=":
+            return NA(np.asarray(np.not_equal(x, y)).astype(np.int8), names)
+        if op == "&&":
+            return NA(np.logical_and(np.not_equal(x, 0), np.not_equal(y, 0)).astype(np.int8), names)
+        if op == "||":
+            return NA(np.logical_or(np.not_equal(x, 0), np.not_equal(y, 0)).astype(np.int8), names)
+        raise Reject(f"operator {op}")
+
+    def select(self, parts: list[Expr], keep: set[str]) -> NA:
+        """``c1 ? v1 : (c2 ? v2 : ... default)``: the value of the first true condition."""
+        vals = [self.ev(p, keep | {n for q in parts if q is not p for n in mentions(q)}) for p in parts]
+        xs, names = align(*vals)
+        result = xs[-1]
+        for k in range(len(xs) - 3, -1, -2):
+            result = np.where(np.not_equal(xs[k], 0), xs[k + 1], result)
+        return NA(np.asarray(result), names) if names or not all(v.weak for v in vals[1::2]) else NA(result, ())
+
+    # -- references ---------------------------------------------------------------------------------
+
+    def ref(self, r: Ref) -> NA:
+        if r.name not in self.values:
+            raise Reject(f"unknown tensor {r.name}")
+        arr = np.asarray(self.values[r.name])
+        if arr.ndim != len(r.idx):
+            raise Reject(f"rank of {r.name}")
+        names: list[str] = []
+        axis = 0
+        for item in r.idx:
+            size = arr.shape[axis]
+            if isinstance(item, INum):
+                if not 0 <= item.pos < size:
+                    raise Reject("numeric index out of range")
+                arr = np.take(arr, item.pos, axis=axis)
+                continue
+            if isinstance(item, IName):
+                names.append(item.name)
+                self.note_extent(item.name, size)
+            elif isinstance(item, IOff):
+                shifted = np.zeros_like(arr)
+                d = item.delta
+                src = [slice(None)] * arr.ndim
+                dst = [slice(None)] * arr.ndim
+                if d >= 0:
+                    src[axis], dst[axis] = slice(d, None), slice(0, max(size - d, 0))
+                else:
+                    src[axis], dst[axis] = slice(0, max(size + d, 0)), slice(-d, None)
+                if abs(d) < size:
+                    shifted[tuple(dst)] = arr[tuple(src)]
+                arr = shifted
+                names.append(item.name)
+                self.note_extent(item.name, size)
+            elif isinstance(item, ISlice):
+                sl = [slice(None)] * arr.ndim
+                sl[axis] = slice(item.start, item.stop, item.step)
+                arr = arr[tuple(sl)]
+                names.append(item.text())
+            elif isinstance(item, IGather):
+                idx = self.ref(item.ref)
+                ia = np.asarray(idx.a)
+                if ia.dtype.kind not in "iu":
+                    raise Reject("gather with a non-integer index")
+                if ia.size and (ia.min() < 0 or ia.max() >= size):
+                    raise Reject("gathered index out of range")
+                arr = np.take(arr, ia, axis=axis)
+                names.extend(idx.names)
+                axis += ia.ndim
+                continue
+            axis += 1
+        return _diagonals(arr, names)
+
+    def note_extent(self, name: str, size: int) -> None:
+        old = self.eq_extents.setdefault(name, size)
+        if old != size:
+            raise Reject(f"extent conflict on {name}")
+
+    # -- calls --------------------------------------------------------------------------------------
+
+    def arg(self, e: Expr, keep: set[str]) -> NA:
+        """A call argument: projected inside the call, term by term, over the names not in ``keep``."""
+        assert self.eq is not None
+        op = OPS[self.eq.op]
+        parts = []
+        for sign, term in split_terms(e):
+            v = project(self.ev(term, keep), keep, op)
+            parts.append(_neg(v) if sign < 0 else v)
+        return add_values(parts)
+
+    def call_args(self, c: Call | FnCall, keep: set[str], axis: str | None) -> list[NA]:
+        out = []
+        for k, a in enumerate(c.args):
+            others = {n for j, b in enumerate(c.args) if j != k for n in mentions(b)}
+            kept = keep | others | ({axis} if axis else set())
+            out.append(self.arg(a, kept))
+        return out
+
+    def axis_name(self, c: Call, arg0: Expr) -> str:
+        """The axis of a normalising/reducing builtin: ``axis=``, else the dotted left axis, else the last."""
+        assert self.eq is not None
+        for k, v in c.kwargs:
+            if k == "axis":
+                if isinstance(v, str):
+                    return v
+                if isinstance(arg0, Ref) and all(isinstance(i, IName) for i in arg0.idx):
+                    return arg0.idx[int(v)].name  # type: ignore[union-attr]
+                raise Reject("axis=int on a composite argument")
+        for i in self.eq.lidx:
+            if isinstance(i, IName) and i.dotted:
+                return i.name
+        if isinstance(arg0, Ref) and arg0.idx and isinstance(arg0.idx[-1], IName):
+            return arg0.idx[-1].name
+        raise Reject("no axis for a composite argument")
+
+    def call(self, c: Call, keep: set[str]) -> NA:
+        fn = ALIASES.get(c.fn.lower(), c.fn.lower())
+        kw = dict(c.kwargs)
+        if fn in ("max", "min") and len(c.args) == 1:
+            fn += "1"
+        if fn in AXIS_FNS or fn in REDUCE_FNS:
+            axis = self.axis_name(c, c.args[0])
+            args = self.call_args(c, keep, axis)
+            x = args[0]
+            if axis not in x.names:
+                raise Reject(f"axis {axis} not in the argument")
+            k = x.names.index(axis)
+            xa = np.asarray(x.a)
+            return self.along(fn, xa, k, x.names, args, kw)
+        if fn == "concat":
+            axis = kw.get("axis")
+            if not isinstance(axis, str):
+                raise Reject("concat without a named axis")
+            args = self.call_args(c, keep, axis)
+            names = args[0].names
+            if axis not in names or any(set(a.names) != set(names) for a in args):
+                raise Reject("concat arguments differ")
+            arrs = [np.asarray(a.a).transpose([a.names.index(n) for n in names]) for a in args]
+            return NA(np.concatenate(arrs, axis=names.index(axis)), names)
+        args = self.call_args(c, keep, None)
+        if fn in ("select", "case"):
+            xs, names = align(*args)
+            result = xs[-1]
+            for k in range(len(xs) - 3, -1, -2):
+                result = np.where(np.not_equal(xs[k], 0), xs[k + 1], result)
+            return NA(np.asarray(result), names)
+        xs, names = align(*args)
+        return NA(elementwise(fn, xs, kw), names)
+
+    def along(self, fn: str, xa: np.ndarray, k: int, names: tuple[str, ...], args: list[NA], kw: dict) -> NA:
+        if fn in REDUCE_FNS:
+            out_names = tuple(n for n in names if n != names[k])
+            if fn == "sum":
+                return NA(reduce_axes(xa, (k,), "sum"), out_names)
+            if fn == "avg":
+                return NA(reduce_axes(xa, (k,), "mean"), out_names)
+            if fn in ("max1", "min1"):
+                return NA(reduce_axes(xa, (k,), fn[:3]), out_names)
+            # logsumexp
+            if xa.shape[k] == 0:
+                raise Undefined("logsumexp over an empty axis")
+            xf = xa if xa.dtype.kind == "f" else xa.astype(np.float64)
+            m = np.max(xf, axis=k, keepdims=True)
+            with np.errstate(over="ignore", divide="ignore"):
+                s = np.log(np.sum(np.exp(xf - m), axis=k)) + np.squeeze(m, axis=k)
+            return NA(s, out_names)
+        xf = xa if xa.dtype.kind == "f" else xa.astype(np.float64)
+        if fn == "softmax":
+            return NA(_softmax(xf, k), names)
+        if fn == "masked_softmax":
+            (x, mask), _ = align(NA(xf, names), args[1])
+            mask = np.broadcast_to(np.asarray(mask), np.shape(x))
+            keep = np.not_equal(mask, 0)
+            if keep.shape != np.shape(x):
+                raise Reject("mask shape")
+            neg = np.where(keep, x, -np.inf)
+            m = np.max(neg, axis=k, keepdims=True) if x.shape[k] else np.zeros_like(x)
+            m = np.where(np.isfinite(m), m, 0)
+            e = np.where(keep, np.exp(np.where(keep, x - m, 0)), 0).astype(xf.dtype)
+            s = np.sum(e, axis=k, keepdims=True)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out = np.where(s > 0, e / np.where(s > 0, s, 1), 0).astype(xf.dtype)
+            return NA(out, names)
+        if fn == "softmax_grad":
+            (y, g), nm = align(NA(xf, names), args[1])
+            if nm != names:
+                raise Reject("softmax_grad shapes")
+            return NA(y * (g - np.sum(y * g, axis=k, keepdims=True)), names)
+        if fn == "lnorm":
+            eps = float(kw.get("eps", 1e-5))
+            mean = np.mean(xf, axis=k, keepdims=True) if xf.shape[k] else np.zeros_like(xf)
+            d = xf - mean
+            var = np.mean(d * d, axis=k, keepdims=True) if xf.shape[k] else np.zeros_like(xf)
+            return NA((d / np.sqrt(var + eps)).astype(xf.dtype), names)
+        raise Reject(fn)
+
+    def fn_call(self, c: FnCall, keep: set[str]) -> NA:
+        """A program ``fn``: arguments projected as for any call, bound by position to the parameters'
+        indices, the body evaluated as an equation over the result's indices."""
+        f = self.fns[c.fn]
+        args = self.call_args(c, keep, None)
+        bind: dict[str, str] = {}
+        inner = Oracle(FuzzProgram(), {})
+        inner.fns = self.fns
+        for (pname, pidx), a in zip(f.params, args):
+            if len(pidx) != len(a.names):
+                raise Reject("fn argument rank")
+            for p, n in zip(pidx, a.names):
+                if bind.setdefault(p, n) != n:
+                    raise Reject("fn binding conflict")
+            inner.values[pname] = np.asarray(a.a)
+        eq = Eq(f.out, tuple(IName(n) for n in f.out_idx), "=", f.body)
+        inner.extents = {p: self.extent_of(bind[p], args) for p in bind}
+        val = inner.group([eq])
+        return NA(val, tuple(bind[n] for n in f.out_idx))
+
+    def extent_of(self, name: str, args: list[NA]) -> int:
+        for a in args:
+            if name in a.names:
+                return int(np.shape(a.a)[a.names.index(name)])
+        raise Reject("fn extent")
+
+
+def _softmax(x: np.ndarray, k: int) -> np.ndarray:
+    if x.shape[k] == 0:
+        return x.copy()
+    m = np.max(x, axis=k, keepdims=True)
+    e = np.exp(x - m)
+    return (e / np.sum(e, axis=k, keepdims=True)).astype(x.dtype)
+
+
+def _fdt(*xs: Any) -> Any:
+    """The float dtype an elementwise float builtin gives: the array's float dtype, float64 for integers."""
+    for x in xs:
+        if isinstance(x, np.ndarray | np.generic) and np.asarray(x).dtype == np.float32:
+            return np.float32
+    return np.float64
+
+
+def elementwise(fn: str, xs: list[Any], kw: dict) -> Any:
+    """§6 elementwise builtins on aligned operands."""
+    x = xs[0]
+    xa = np.asarray(x)
+    if fn == "relu":
+        return np.maximum(x, 0)
+    if fn == "abs":
+        return np.abs(x)
+    if fn == "step":
+        return np.greater(x, 0).astype(np.int8)
+    if fn in ("max", "min"):
+        return (np.maximum if fn == "max" else np.minimum)(xs[0], xs[1])
+    dt = _fdt(*xs)
+    xf = xa.astype(dt) if xa.dtype.kind != "f" else xa
+    with np.errstate(all="ignore"):
+        if fn == "sig":
+            t = xs[1] if len(xs) > 1 else kw.get("T")
+            if t is None or (np.ndim(t) == 0 and float(t) == 0):
+                return np.greater(xf, 0).astype(dt)
+            z = xf / t
+            return (1 / (1 + np.exp(-z))).astype(dt)
+        if fn == "gelu":
+            c = math.sqrt(2 / math.pi)
+            return (0.5 * xf * (1 + np.tanh(c * (xf + 0.044715 * xf**3)))).astype(dt)
+        if fn == "gelu_grad":
+            c = math.sqrt(2 / math.pi)
+            u = c * (xf + 0.044715 * xf**3)
+            t = np.tanh(u)
+            return (0.5 * (1 + t) + 0.5 * xf * (1 - t * t) * c * (1 + 3 * 0.044715 * xf**2)).astype(dt)
+        simple = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "sin": np.sin, "cos": np.cos}
+        if fn in simple:
+            return simple[fn](xf).astype(dt)
+        if fn == "pow":
+            return np.power(xs[0], xs[1])
+    raise Reject(f"builtin {fn}")
+
+
+def _diagonals(arr: np.ndarray, names: list[str]) -> NA:
+    """Repeated names on one reference take the diagonal (``A[i, i]``)."""
+    while len(set(names)) != len(names):
+        seen: dict[str, int] = {}
+        for k, n in enumerate(names):
+            if n in seen:
+                j = seen[n]
+                if arr.shape[j] != arr.shape[k]:
+                    raise Reject("diagonal of unequal extents")
+                arr = np.diagonal(arr, axis1=j, axis2=k)  # the diagonal goes last
+                names = [m for q, m in enumerate(names) if q not in (j, k)] + [n]
+                break
+            seen[n] = k
+    return NA(arr, tuple(names))
+
+
+def evaluate(prog: FuzzProgram, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The exports of ``prog`` on ``arrays``, per LANGUAGE.md; raises :class:`Undefined` or :class:`Reject`."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        return Oracle(prog, arrays).run()

@@ -1,0 +1,419 @@
+"""The fuzzer's own structured description of a `.fuse` program, and its rendering to text.
+
+The generator builds these nodes, the oracle evaluates them and the
+minimiser shrinks them; none of them is the compiler's AST (the fuzzer never
+imports the frontend), so the oracle's reading of the language is
+independent of the parser's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+# ----------------------------------------------------------------------------- index items
+
+
+@dataclass(frozen=True)
+class IName:
+    """A plain index name; on the left-hand side ``dotted`` marks the normalising axis (``q.``)."""
+
+    name: str
+    dotted: bool = False
+
+    def text(self) -> str:
+        return self.name + ("." if self.dotted else "")
+
+
+@dataclass(frozen=True)
+class INum:
+    """A numeric position (``X[0, d]`` selects, ``W[1, h] = ...`` writes)."""
+
+    pos: int
+
+    def text(self) -> str:
+        return str(self.pos)
+
+
+@dataclass(frozen=True)
+class IOff:
+    """A zero-filled shift ``j+1`` / ``j-1``: reads position j+delta, 0 outside the axis."""
+
+    name: str
+    delta: int
+
+    def text(self) -> str:
+        return f"{self.name}{'+' if self.delta >= 0 else '-'}{abs(self.delta)}"
+
+
+@dataclass(frozen=True)
+class ISlice:
+    """A slice ``start:stop`` / ``::step``; the sliced axis is named by its text."""
+
+    start: int | None
+    stop: int | None
+    step: int | None
+
+    def text(self) -> str:
+        s = "" if self.start is None else str(self.start)
+        s += ":" + ("" if self.stop is None else str(self.stop))
+        if self.step is not None:
+            s += ":" + str(self.step)
+        return s
+
+
+@dataclass(frozen=True)
+class IGather:
+    """An indirect index: an integer tensor reference in an index position (``Table[Tok[t], d]``)."""
+
+    ref: Ref
+
+    def text(self) -> str:
+        return self.ref.text()
+
+
+Index = IName | INum | IOff | ISlice | IGather
+
+# ----------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A tensor reference ``X[i, j]`` (``X`` alone for a 0-d tensor, ``X[]`` when ``brackets``)."""
+
+    name: str
+    idx: tuple[Index, ...]
+    brackets: bool = True
+
+    def text(self) -> str:
+        if not self.idx and not self.brackets:
+            return self.name
+        return f"{self.name}[{', '.join(i.text() for i in self.idx)}]"
+
+
+@dataclass(frozen=True)
+class Lit:
+    """A numeric literal (a weak scalar, §8); ``name`` set when it is a declared param/const used by name."""
+
+    value: int | float
+    name: str = ""
+
+    def text(self) -> str:
+        if self.name:
+            return self.name
+        return lit_text(self.value)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A builtin call: ``fn(args..., key=value...)``; kwargs values are literals or index names (str)."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    spelled: str = ""  # how the name is written (aliases, case): defaults to fn
+
+    def text(self) -> str:
+        parts = [a.text() for a in self.args]
+        for k, v in self.kwargs:
+            parts.append(f"{k}={v if isinstance(v, str) else lit_text(v)}")
+        return f"{self.spelled or self.fn}({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class FnCall:
+    """A call of a program-defined ``fn``."""
+
+    fn: str
+    args: tuple[Expr, ...]
+
+    def text(self) -> str:
+        return f"{self.fn}({', '.join(a.text() for a in self.args)})"
+
+
+@dataclass(frozen=True)
+class Bin:
+    """A binary operator: ``+ - * / **``, comparisons, ``&& ||``; ``juxt`` renders ``*`` as a space."""
+
+    op: str
+    a: Expr
+    b: Expr
+    juxt: bool = False
+
+    def text(self) -> str:
+        if self.op == "*" and self.juxt:
+            b = self.b.text()
+            # after a complete factor, '-' is always binary minus: a negated factor needs parentheses
+            return f"{self.a.text()} {'(' + b + ')' if b[:1] in '-!+' else b}"
+        if self.op in ("*", "/") and self.b.text().startswith("-"):
+            return f"{self.a.text()} {self.op} ({self.b.text()})"
+        return f"{self.a.text()} {self.op} {self.b.text()}"
+
+
+@dataclass(frozen=True)
+class Un:
+    """Unary ``-`` or ``!``."""
+
+    op: str
+    a: Expr
+
+    def text(self) -> str:
+        return f"{self.op}{self.a.text()}"
+
+
+@dataclass(frozen=True)
+class Paren:
+    """A parenthesised expression."""
+
+    a: Expr
+
+    def text(self) -> str:
+        return f"({self.a.text()})"
+
+
+@dataclass(frozen=True)
+class Ternary:
+    """``c ? a : b``."""
+
+    c: Expr
+    a: Expr
+    b: Expr
+
+    def text(self) -> str:
+        return f"({self.c.text()} ? {self.a.text()} : {self.b.text()})"
+
+
+@dataclass(frozen=True)
+class CaseExpr:
+    """``case { c1 -> v1; ...; default -> d }``."""
+
+    arms: tuple[tuple[Expr, Expr], ...]
+    default: Expr
+
+    def text(self) -> str:
+        arms = "; ".join(f"{c.text()} -> {v.text()}" for c, v in self.arms)
+        return f"case {{ {arms}; default -> {self.default.text()} }}"
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """``reduce(op, i, j) body``: an explicit projection of the named indices of ``body``."""
+
+    op: str
+    names: tuple[str, ...]
+    body: Expr
+
+    def text(self) -> str:
+        return f"(reduce({self.op}, {', '.join(self.names)}) {self.body.text()})"
+
+
+@dataclass(frozen=True)
+class ListConst:
+    """``const([[...]])`` / ``const(2.5)``: a constructor over the left-hand side's indices."""
+
+    value: Any  # nested lists or a scalar
+
+    def text(self) -> str:
+        return f"const({_list_text(self.value)})"
+
+
+Expr = Ref | Lit | Call | FnCall | Bin | Un | Paren | Ternary | CaseExpr | Reduce | ListConst
+
+# ----------------------------------------------------------------------------- statements
+
+PROJ_OPS = ("=", "+=", "max=", "min=", "avg=")
+
+
+@dataclass(frozen=True)
+class Eq:
+    """One equation: left-hand side, projection operator and right-hand side (terms are top-level + / -)."""
+
+    lhs: str
+    lidx: tuple[IName | INum, ...]
+    op: str
+    rhs: Expr
+    boolean: bool = False  # ``Name(i, j) = ...``
+
+    def text(self) -> str:
+        inner = ", ".join(i.text() for i in self.lidx)
+        if self.boolean:
+            head = f"{self.lhs}({inner})"
+        elif self.lidx:
+            head = f"{self.lhs}[{inner}]"
+        else:
+            head = self.lhs
+        return f"{head} {self.op} {self.rhs.text()}"
+
+
+@dataclass(frozen=True)
+class FnDef:
+    """``fn name(p[x, y], q[y]) -> out[x] { out[x] = body }`` with a single body equation."""
+
+    name: str
+    params: tuple[tuple[str, tuple[str, ...]], ...]
+    out: str
+    out_idx: tuple[str, ...]
+    body: Expr
+
+    def text(self) -> str:
+        ps = ", ".join(f"{p}[{', '.join(ix)}]" if ix else p for p, ix in self.params)
+        oi = f"[{', '.join(self.out_idx)}]" if self.out_idx else ""
+        return f"fn {self.name}({ps}) -> {self.out}{oi} {{ {self.out}{oi} = {self.body.text()} }}"
+
+
+@dataclass(frozen=True)
+class Decl:
+    """``param n: type = v``, ``const n = v`` or ``axis i = n``."""
+
+    kind: str
+    name: str
+    value: int | float
+
+    def text(self) -> str:
+        if self.kind == "param":
+            ty = "int" if isinstance(self.value, int) else "float"
+            return f"param {self.name}: {ty} = {lit_text(self.value)}"
+        return f"{self.kind} {self.name} = {lit_text(self.value)}"
+
+
+@dataclass
+class InputSpec:
+    """One input tensor: shape, dtype and the kind of values it holds."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str = "any"  # "any" | "pos" (float values in [0.5, 2]) | "index:<n>" (ints in [0, n))
+
+
+@dataclass
+class FuzzProgram:
+    """A whole generated program: declarations, fns, equations (topological), inputs and exports.
+
+    ``order`` is the order equations are written in the text (a permutation: the language evaluates by
+    dependency, not line order); ``extents`` gives the extent of every index name for names only broadcast.
+    """
+
+    decls: list[Decl] = field(default_factory=list)
+    fns: list[FnDef] = field(default_factory=list)
+    eqs: list[Eq] = field(default_factory=list)
+    inputs: dict[str, InputSpec] = field(default_factory=dict)
+    exports: list[str] = field(default_factory=list)
+    extents: dict[str, int] = field(default_factory=dict)
+    order: list[int] | None = None
+    seed: int = 0
+    data: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def source(self) -> str:
+        lines = [d.text() for d in self.decls] + [f.text() for f in self.fns]
+        order = self.order if self.order is not None and len(self.order) == len(self.eqs) else range(len(self.eqs))
+        lines += [self.eqs[k].text() for k in order]
+        if self.exports:
+            lines.append("export " + ", ".join(self.exports))
+        return "\n".join(lines) + "\n"
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The input arrays of the inputs the program still uses (the generator's dyadic values)."""
+        used = self.used_inputs()
+        return {k: v.copy() for k, v in self.data.items() if k in used}
+
+    def used_inputs(self) -> set[str]:
+        """Names of inputs referenced anywhere (equations and fn calls)."""
+        out: set[str] = set()
+
+        def walk(e: Any) -> None:
+            if isinstance(e, Ref):
+                if e.name in self.inputs:
+                    out.add(e.name)
+                for i in e.idx:
+                    if isinstance(i, IGather):
+                        walk(i.ref)
+                return
+            for v in vars(e).values() if hasattr(e, "__dataclass_fields__") else ():
+                if isinstance(v, tuple):
+                    for x in v:
+                        if isinstance(x, tuple):
+                            for y in x:
+                                walk(y)
+                        else:
+                            walk(x)
+                elif hasattr(v, "__dataclass_fields__"):
+                    walk(v)
+
+        for eq in self.eqs:
+            walk(eq.rhs)
+        return out
+
+    def copy(self, **changes: Any) -> FuzzProgram:
+        new = replace(self, **changes)
+        new.decls, new.fns, new.eqs = list(new.decls), list(new.fns), list(new.eqs)
+        new.inputs, new.exports, new.extents = dict(new.inputs), list(new.exports), dict(new.extents)
+        new.data = dict(new.data)
+        new.order = list(new.order) if new.order is not None else None
+        return new
+
+
+def lit_text(v: int | float) -> str:
+    """A literal's text: ints plainly, floats with repr (negative ones parenthesised by callers)."""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v)
+    r = repr(float(v))
+    return r
+
+
+def _list_text(v: Any) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_list_text(x) for x in v) + "]"
+    return lit_text(v)
+
+
+def mentions(e: Expr) -> list[str]:
+    """Every index name written anywhere in ``e`` (inside calls, gathers and reductions too), in order.
+
+    LANGUAGE.md §4 keeps, in a call's argument, the indices it *shares* with the rest of the equation: an
+    index is shared when the other side mentions it at all, so this is syntactic.
+    """
+    out: list[str] = []
+
+    def add(ns: list[str]) -> None:
+        for n in ns:
+            if n not in out:
+                out.append(n)
+
+    if isinstance(e, Ref):
+        for i in e.idx:
+            if isinstance(i, IName | IOff):
+                add([i.name])
+            elif isinstance(i, ISlice):
+                add([i.text()])
+            elif isinstance(i, IGather):
+                add(mentions(i.ref))
+    elif isinstance(e, Call):
+        for a in e.args:
+            add(mentions(a))
+        for k, v in e.kwargs:
+            if k == "axis" and isinstance(v, str):
+                add([v])
+    elif isinstance(e, FnCall):
+        for a in e.args:
+            add(mentions(a))
+    elif isinstance(e, Bin):
+        add(mentions(e.a))
+        add(mentions(e.b))
+    elif isinstance(e, Un | Paren):
+        add(mentions(e.a))
+    elif isinstance(e, Ternary):
+        for x in (e.c, e.a, e.b):
+            add(mentions(x))
+    elif isinstance(e, CaseExpr):
+        for c, v in e.arms:
+            add(mentions(c))
+            add(mentions(v))
+        add(mentions(e.default))
+    elif isinstance(e, Reduce):
+        add(list(e.names))
+        add(mentions(e.body))
+    return out
