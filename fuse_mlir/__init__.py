@@ -3,6 +3,8 @@
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.program import Program, Runner
 
+__version__ = "0.1.0"  # the package version: pyproject.toml reads it from here
+
 
 def compile(source: str, backend: str = "llvm", **options: object) -> Runner:  # noqa: A001
     """Parse ``source`` and compile it for ``backend``: shorthand for ``Program(source).compile(...)``."""
@@ -21,4 +23,4 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'fuse_mlir' has no attribute '{name}'")
 
 
-__all__ = ["FuseError", "FuseRuntimeError", "Loc", "Program", "Runner", "compile", *_PASS_API]
+__all__ = ["__version__", "FuseError", "FuseRuntimeError", "Loc", "Program", "Runner", "compile", *_PASS_API]

@@ -156,6 +156,31 @@ def diagnostic_handler(handler: DiagnosticHandler) -> Iterator[None]:
         _HANDLER.reset(token)
 
 
+_CLI_HINTS: ContextVar[bool] = ContextVar("fuse_mlir_cli_hints", default=False)
+
+
+def option_hint(name: str, value: object) -> str:
+    """How the user sets option ``name`` to ``value``, in the spelling of where they are.
+
+    ``compile(mode='fixpoint')`` from Python; ``--mode fixpoint`` inside the
+    command-line tools, which run under :func:`cli_hints`. Messages that tell
+    the user to set an option build that part with this function.
+    """
+    if _CLI_HINTS.get():
+        return f"--{name.replace('_', '-')} {value}"
+    return f"compile({name}={value!r})"
+
+
+@contextmanager
+def cli_hints() -> Iterator[None]:
+    """Inside the ``with`` block, :func:`option_hint` spells options as command-line flags."""
+    token = _CLI_HINTS.set(True)
+    try:
+        yield
+    finally:
+        _CLI_HINTS.reset(token)
+
+
 def error_diagnostics(err: FuseError) -> list[Diagnostic]:
     """A :class:`FuseError` as diagnostics: the error, then its notes."""
     return [Diagnostic("error", err.message, err.loc)] + [Diagnostic("note", n, loc) for n, loc in err.notes]

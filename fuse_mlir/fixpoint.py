@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fuse_mlir.diagnostics import FuseError, warning
+from fuse_mlir.diagnostics import FuseError, option_hint, warning
 from fuse_mlir.frontend.lower import MODES, STATUS_SEP, Lowered, LowerOptions
 
 Schedule = float | int | tuple | Sequence[tuple[int, float]] | Callable[[int], float]
@@ -164,7 +164,8 @@ def collect_run(lowered: Lowered, options: LowerOptions, exports: dict[str, np.n
         if not conv:
             warning(
                 f"fixpoint of {fp.label} did not converge in max_iters={fp.max_iters} iterations; "
-                "the results are the last iterate (raise max_iters or loosen atol/rtol)"
+                f"the results are the last iterate (raise it: {option_hint('max_iters', 2 * fp.max_iters)}; "
+                "or loosen atol/rtol)"
             )
     for name, table in options.temperature:
         info.temperature[name] = list(table[: max(1, member.get(name, 1))])

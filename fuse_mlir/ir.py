@@ -23,8 +23,13 @@ from fuse_mlir.diagnostics import FuseError, Loc, register_source
 from fuse_mlir.dialects.tensor_eq import TensorEq
 
 
-def make_context() -> Context:
-    """A fresh xDSL context with every dialect of every level loaded (te, ew, loop, and the upstream ones)."""
+def make_context(*, allow_unregistered: bool = False) -> Context:
+    """A fresh xDSL context with every dialect of every level loaded (te, ew, loop, and the upstream ones).
+
+    ``allow_unregistered`` lets the parser accept ops of dialects it does not
+    know (``fuse-opt --allow-unregistered-dialect``, as in mlir-opt); they
+    are kept as opaque generic ops.
+    """
     from xdsl.dialects.cf import Cf
     from xdsl.dialects.func import Func
     from xdsl.dialects.llvm import LLVM
@@ -33,7 +38,7 @@ def make_context() -> Context:
     from fuse_mlir.dialects.elemwise import Elemwise
     from fuse_mlir.dialects.loop import Loop
 
-    ctx = Context()
+    ctx = Context(allow_unregistered=allow_unregistered)
     for dialect in (Builtin, Arith, Math, Func, Cf, LLVM, TensorEq, Elemwise, Loop):
         ctx.load_dialect(dialect)
     return ctx
@@ -69,7 +74,10 @@ class _LocatingParser(Parser):
             pos = here.input.content.rfind(name, 0, here.start)
             if pos < 0:
                 raise
-            raise ParseError(Span(pos, pos + len(name), here.input), f"unknown operation '{name}'") from None
+            dialect = name.split(".", 1)[0]
+            known = dialect in self.ctx.registered_dialect_names
+            hint = "" if known else f" (dialect '{dialect}' is not loaded; --allow-unregistered-dialect keeps such ops)"
+            raise ParseError(Span(pos, pos + len(name), here.input), f"unknown operation '{name}'{hint}") from None
 
     def resolve_operand(self, operand: UnresolvedOperand, type: AttributeInvT) -> SSAValue[AttributeInvT]:
         if operand.operand_name not in self.ssa_values:
@@ -163,17 +171,20 @@ def verify_module(module: Operation, context: str = "", fallback: Loc | None = N
         raise FuseError(context + message, fallback) from None
 
 
-def parse_mlir(text: str, filename: str = "<stdin>", *, verify: bool = True) -> ModuleOp:
+def parse_mlir(
+    text: str, filename: str = "<stdin>", *, verify: bool = True, allow_unregistered: bool = False
+) -> ModuleOp:
     """Parse (and by default verify) MLIR text in :func:`make_context`'s context.
 
     Syntax errors and verifier failures raise :class:`FuseError` located at
-    the offending token or operation of ``filename``.
+    the offending token or operation of ``filename``. ``allow_unregistered``
+    accepts ops of unknown dialects (see :func:`make_context`).
     """
     register_source(filename, text)
     parser: _LocatingParser | None = None
     try:
         # The constructor already lexes the first token, so it can fail too.
-        parser = _LocatingParser(make_context(), text, filename)
+        parser = _LocatingParser(make_context(allow_unregistered=allow_unregistered), text, filename)
         module = parser.parse_module()
     except ParseError as err:
         raise FuseError(_parse_message(err), span_loc(err.span, filename)) from None

@@ -72,6 +72,42 @@ class Program:
             self._sources = load_sources(self.resolved)
         return self._sources
 
+    def replace_sources(self, arrays: Mapping[str, Any]) -> None:
+        """Use ``arrays`` instead of the files that the program loads those tensors from (``fuse run --input``).
+
+        Each name must be a tensor the program loads from a file, and each
+        array must have the rank the program gives it; the other sources are
+        loaded from their files as usual (a replaced file is never read).
+        Lowerings made before the call are dropped.
+        """
+        from fuse_mlir.io.sources import load_source
+
+        by_name = {s.lhs.name: s for s in self.resolved.sources}
+        unknown = sorted(set(arrays) - set(by_name))
+        if unknown:
+            raise FuseError(
+                f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not loaded from a file by the program "
+                f"(its file sources: {', '.join(by_name) or 'none'})"
+            )
+        loaded: dict[str, np.ndarray] = {}
+        for name, s in by_name.items():
+            rank = len(s.lhs.indices) if s.lhs.indices is not None else None
+            if name not in arrays:
+                loaded[name] = load_source(s.path, self.base_dir, rank=rank, loc=s.loc, name=name)
+                continue
+            arr = np.asarray(arrays[name])
+            if arr.dtype == np.bool_:
+                arr = arr.astype(np.int8)
+            if rank is not None and arr.ndim != rank:
+                raise FuseError(
+                    f"the replacement for {name} must have rank {rank}, as the program's {name} has, "
+                    f"but has shape {arr.shape}",
+                    s.loc,
+                )
+            loaded[name] = np.ascontiguousarray(arr)
+        self._sources = loaded
+        self._lowered.clear()
+
     def lower(self, input_dtypes: Mapping[str, Any] | None = None, options: LowerOptions | None = None) -> Lowered:
         """The tensor_eq module for inputs of the given dtypes (float64 for any not named) and lowering options."""
         items = input_dtypes.items() if input_dtypes else ()
@@ -251,16 +287,19 @@ class Runner:
     rewrite: Any = field(default=None, repr=False)  # (lowered, arrays) -> (lowered, arrays): Monte Carlo projection
     _last: Any = field(default=None, repr=False)  # modes.trace.LastRun of the latest run
     _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
-    _fast: dict[tuple, Any] = field(default_factory=dict, repr=False)
+    _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         out = None
         if "out" in inputs and "out" not in self._input_specs():
             out = inputs.pop("out")
-        fast = self._fast.get(tuple(inputs))
-        if fast is not None:
+        entry = self._fast.get(tuple(inputs))
+        if entry is not None:
+            fast, lowered = entry
+            t0 = time.perf_counter()
             result = fast(inputs, out)
             if result is not None:
+                self._record(lowered, inputs, time.perf_counter() - t0, 0.0)
                 return result
         return self.run(inputs, out=out)
 
@@ -283,7 +322,8 @@ class Runner:
             self._demand.clear()
 
     def explain(self, format: str = "text") -> Any:
-        """The trace of the latest run: per group iterations, time, kernels, FLOPs, bytes (text or json)."""
+        """The trace of the latest call: compile and run time apart, per group iterations, time, kernels,
+        FLOPs, bytes (text or json); every call updates it, the direct path of repeated calls included."""
         if self._last is None:
             raise FuseRuntimeError("explain() describes the latest run: call the runner first")
         return self._last.trace().render(format)
@@ -307,8 +347,10 @@ class Runner:
 
         given = dict(inputs or {})
         arrays = self._validate(given)
+        t0 = time.perf_counter()
         lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
-        result = self.execute(lowered, arrays, out)
+        lower_seconds = time.perf_counter() - t0  # ~0 once this dtype signature has been lowered
+        result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds)
         self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
         if info.groups and self._last is not None:
             self._last.iterations = {n: g.iterations for g in info.groups for n in (g.label, *g.names)}
@@ -324,13 +366,31 @@ class Runner:
         self._remember(given, lowered)
         return result.exports
 
-    def execute(self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any] | None = None) -> Any:
-        """Run one lowered module on validated arrays (after the mode's rewrite), recording it for explain()."""
-        from fuse_mlir.modes.trace import LastRun, run_profiled
+    def execute(
+        self,
+        lowered: Lowered,
+        arrays: dict[str, np.ndarray],
+        out: Mapping[str, Any] | None = None,
+        *,
+        compile_seconds: float = 0.0,
+    ) -> Any:
+        """Run one lowered module on validated arrays (after the mode's rewrite), recording it for explain().
+
+        Compiling and running are timed apart: ``compile_seconds`` (the
+        caller's lowering) plus the backend's ``prepare(lowered)`` where it has
+        one (the llvm backend compiles or loads its kernel there) count as
+        compile time; only the call itself counts as run time.
+        """
+        from fuse_mlir.modes.trace import run_profiled
 
         if self.rewrite is not None:
             lowered, arrays = self.rewrite(lowered, arrays)
         shapes = op_seconds = None
+        prepare = getattr(self.executor, "prepare", None)
+        if prepare is not None and not (self.profile and self.backend == "reference"):
+            t0 = time.perf_counter()
+            prepare(lowered)
+            compile_seconds += time.perf_counter() - t0
         t0 = time.perf_counter()
         if self.profile and self.backend == "reference" and out is None:
             result, shapes, op_seconds = run_profiled(lowered.module, arrays, lowered.sources)
@@ -340,18 +400,32 @@ class Runner:
             result = self.executor(lowered, arrays, out=out)
         else:
             result = self.executor(lowered, arrays)
-        seconds = time.perf_counter() - t0
+        self._record(lowered, arrays, time.perf_counter() - t0, compile_seconds, shapes, op_seconds)
+        return result
+
+    def _record(
+        self,
+        lowered: Lowered,
+        arrays: Mapping[str, Any],
+        seconds: float,
+        compile_seconds: float,
+        shapes: dict[Any, object] | None = None,
+        op_seconds: dict[Any, float] | None = None,
+    ) -> None:
+        """Remember this call for explain(): cheap (the trace itself is built when asked for)."""
+        from fuse_mlir.modes.trace import LastRun
+
         self._last = LastRun(
             lowered.module,
-            {k: v.shape for k, v in arrays.items()},
+            {k: np.shape(v) for k, v in arrays.items()},
             lowered.sources,
             seconds,
             self.backend,
             self.mode,
             shapes,
             op_seconds,
+            compile_seconds=compile_seconds,
         )
-        return result
 
     def _run_then_fill(self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any]) -> Any:
         """``out`` for a backend that allocates its own results: check, run, copy in."""
@@ -382,7 +456,7 @@ class Runner:
             return
         fast = bind(lowered)
         if fast is not None:
-            self._fast[tuple(given)] = fast
+            self._fast[tuple(given)] = (fast, lowered)
 
     def _input_specs(self) -> dict[str, Any]:
         specs = self._specs

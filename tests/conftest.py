@@ -18,3 +18,28 @@ def _fuse_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("FUSE_CACHE_DIR", None)
     else:
         os.environ["FUSE_CACHE_DIR"] = old
+
+
+# The quick subset, `python -m pytest -m "not slow"`, leaves out what takes minutes rather than seconds: the
+# hypothesis fuzzers and big workloads (whole files), numba and torch.compile runs (numba compiles each program
+# for seconds; torch.compile starts a C++ compiler), and the examples re-run on the native backend.
+SLOW_FILES = frozenset({"test_properties.py", "test_workloads.py", "test_threads.py", "test_compile_cache.py"})
+SLOW_WORDS = ("numba", "torch_compile", "[torch-", "-torch]", "[jax-", "-jax]")
+
+
+def _needs_cxx(item: pytest.Item) -> bool:
+    return "torch_compile" in item.name
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tests (see SLOW_FILES) and skip torch.compile tests on a machine without g++."""
+    import shutil
+
+    slow = pytest.mark.slow
+    no_cxx = pytest.mark.skip(reason="torch.compile needs a C++ compiler (g++) on PATH; install g++ to run it")
+    has_cxx = shutil.which("g++") is not None or shutil.which(os.environ.get("CXX", "g++")) is not None
+    for item in items:
+        if item.path.name in SLOW_FILES or any(w in item.nodeid for w in SLOW_WORDS):
+            item.add_marker(slow)
+        if _needs_cxx(item) and not has_cxx:
+            item.add_marker(no_cxx)

@@ -573,3 +573,140 @@ def test_fuse_opt_version(capsys: pytest.CaptureFixture[str]) -> None:
 )
 def test_looks_like_mlir(text: str, expected: bool) -> None:
     assert fuse_opt.looks_like_mlir(text) is expected
+
+
+# --- issue 18: honest tooling output -------------------------------------------------------------------------
+
+
+def test_run_explain_reports_compile_and_run_time_apart(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run_fuse(capsys, "run", "matvec.fuse", "--input", "W=w.npy", "--input", "X=x.npy", "--explain")
+    assert rc == 0
+    head = err.splitlines()[0]
+    assert head.startswith("run on llvm (single mode): ") and " run, " in head and " compile, " in head
+
+
+def test_runner_explain_describes_the_latest_call_on_every_backend() -> None:
+    for backend in ("llvm", "reference"):
+        run = Program("Y[i] = X[i] * 2\nexport Y").compile(backend)
+        run(X=np.ones(3))
+        first = run.explain("json")
+        assert first["compile_seconds"] > 0 or backend == "reference"
+        for n in (5, 7):  # later calls take the backend's direct path where it has one
+            run(X=np.ones(n))
+            trace = run.explain("json")
+            assert trace["flops"] == first["flops"] * n // 3, (backend, trace)  # this call's shapes
+            assert trace["compile_seconds"] == 0.0 if backend == "llvm" else trace["compile_seconds"] < 1
+            assert trace["seconds"] < first["seconds"] + first["compile_seconds"] + 1
+
+
+@pytest.mark.parametrize("backend", ["llvm", "reference", "auto"])
+def test_every_backend_rejects_unknown_options_listing_the_valid_ones(backend: str) -> None:
+    from fuse_mlir import FuseError
+
+    with pytest.raises(FuseError, match=r"has no option bogus \(its options: .*opt_level"):
+        Program("Y[i] = X[i]").compile(backend, bogus=1)
+
+
+def test_cycle_hint_uses_the_cli_spelling(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "rec.fuse").write_text("A[i] = A[i] + X[i]\n")
+    np.save(work / "v.npy", X)
+    rc, out, err = run_fuse(capsys, "run", "rec.fuse", "--input", "X=v.npy")
+    assert_user_error(rc, out, err)
+    assert "--mode fixpoint" in err and "mode='fixpoint'" not in err
+    from fuse_mlir import FuseError
+
+    with pytest.raises(FuseError, match=r"compile\(mode='fixpoint'\)"):  # the Python spelling from Python
+        Program("A[i] = A[i] + X[i]").compile("reference")(X=X)
+
+
+def test_run_streaming_mode(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "acc.fuse").write_text("H[i,*t+1] = H[i,*t] + X[i]\nexport H\n")
+    np.save(work / "v.npy", X)
+    rc, out, err = run_fuse(capsys, "run", "acc.fuse", "--mode", "streaming", "--steps", "3", "--input", "X=v.npy")
+    assert rc == 0, err
+    assert "[3. 6. 9.]" in out
+    rc, out, err = run_fuse(capsys, "run", "acc.fuse", "--input", "X=v.npy")
+    assert_user_error(rc, out, err)
+    assert "--mode streaming" in err
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "--steps", "2", "--input", "W=w.npy", "--input", "X=x.npy")
+    assert_user_error(rc, out, err)
+    assert "--steps applies to --mode streaming" in err
+
+
+def test_run_input_replaces_a_file_source(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "src.fuse").write_text('W[i,j] = "w.npy"\nY[i] = W[i,j] X[j]\nexport Y\n')
+    np.save(work / "w2.npy", 2 * W)
+    rc, out, err = run_fuse(capsys, "run", "src.fuse", "--input", "X=x.npy", "--input", "W=w2.npy", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["Y"] == (2 * Y).tolist()
+    (work / "gone.fuse").write_text('W[i,j] = "missing.npy"\nY[i] = W[i,j] X[j]\nexport Y\n')
+    rc, out, err = run_fuse(capsys, "run", "gone.fuse", "--input", "X=x.npy", "--input", "W=w2.npy", "--json")
+    assert rc == 0, err  # the replaced file is never read
+    np.save(work / "bad.npy", X)
+    rc, out, err = run_fuse(capsys, "run", "src.fuse", "--input", "X=x.npy", "--input", "W=bad.npy")
+    assert_user_error(rc, out, err)
+    assert "src.fuse:1:1: error: the replacement for W must have rank 2" in err
+
+
+def test_fuse_opt_o2_is_the_native_pipeline(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`-p O2` is what `fuse run -O2` runs: the module reaches the loop level; te-O2 stays at tensor_eq."""
+    rc, out, _ = run_opt(capsys, "matvec.fuse", "-p", "O2")
+    assert rc == 0 and "func.func @fuse_main" in out
+    rc, out, _ = run_opt(capsys, "matvec.fuse", "-p", "te-O2")
+    assert rc == 0 and "te.contract" in out and "func.func" not in out
+
+
+def test_fuse_opt_kernel_graph_is_small(capsys: pytest.CaptureFixture[str]) -> None:
+    mlp = str(Path(__file__).parent.parent / "examples" / "mlp.fuse")
+    rc, kernels, _ = run_opt(capsys, mlp, "-p", "O2", "--emit=dot")
+    assert rc == 0
+    rc, ops, _ = run_opt(capsys, mlp, "-p", "O2", "--emit=dot", "--dot-detail=ops")
+    assert rc == 0
+    assert len(kernels.splitlines()) < 120 < len(ops.splitlines())
+    assert kernels.count("kernel ") >= 5 and "math.fma" not in kernels
+
+
+def test_fuse_opt_unknown_pass_in_print_ir_flags(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for flag in ("--print-ir-after=csee", "--print-ir-before=csee"):
+        rc, out, err = run_opt(capsys, "matvec.fuse", "-p", "cse", flag)
+        assert_user_error(rc, out, err)
+        assert "unknown pass 'csee'; did you mean 'cse'?" in err
+
+
+def test_fuse_opt_load_pass_plugin_and_pipeline_plugins(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fuse_mlir.passes import Pipeline
+    from fuse_mlir.passes.registry import unregister_pass
+
+    (work / "my_pass.py").write_text(
+        "from fuse_mlir.passes import FusePass, register_pass\n\n"
+        "@register_pass\nclass Tag(FusePass):\n"
+        '    """Tag the module."""\n'
+        '    name = "test-tag-module"\n\n'
+        "    def run(self, ctx, module, analyses):\n"
+        "        from xdsl.dialects.builtin import UnitAttr\n"
+        '        module.attributes["test.tagged"] = UnitAttr()\n'
+        "        return True\n"
+    )
+    try:
+        rc, out, err = run_opt(capsys, "matvec.fuse", "--load-pass-plugin=my_pass.py", "-p", "test-tag-module")
+        assert rc == 0, err
+        assert "test.tagged" in out
+        assert Pipeline.parse("test-tag-module,cse", plugins=["my_pass.py"]).spec() == "test-tag-module,cse"
+    finally:
+        unregister_pass("test-tag-module")
+    (work / "broken.py").write_text("raise RuntimeError('nope')\n")
+    rc, out, err = run_opt(capsys, "matvec.fuse", "--load-pass-plugin=broken.py")
+    assert_user_error(rc, out, err)
+    assert "cannot load pass plug-in 'broken.py': RuntimeError: nope" in err
+
+
+def test_fuse_opt_detects_mlir_on_stdin(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rc, generic, _ = run_opt(capsys, "matvec.fuse", "--print-op-generic")
+    assert rc == 0
+    for text in (generic, generic.split("\n", 1)[1].rsplit("})", 1)[0]):  # the module, and its bare ops
+        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+        rc, out, err = run_opt(capsys)
+        assert rc == 0, err
+        assert "te.contract" in out

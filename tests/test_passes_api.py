@@ -335,12 +335,15 @@ def test_pipeline_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_named_pipelines() -> None:
-    assert Pipeline.named("O0").spec() == "canonicalize,cse"
-    assert Pipeline.named("O2").spec() == "canonicalize,cse,dce,dedup"
-    assert Pipeline.parse("O2,cse").spec() == "canonicalize,cse,dce,dedup,cse"
+    assert Pipeline.named("te-O0").spec() == "canonicalize,cse"
+    assert Pipeline.named("te-O2").spec() == "canonicalize,cse,dce,dedup"
+    assert Pipeline.parse("te-O2,cse").spec() == "canonicalize,cse,dce,dedup,cse"
+    # O0/O2 mean what `fuse run -O0/-O2` and compile(opt_level=...) run: the default (llvm) backend's pipeline
+    assert Pipeline.named("O2").spec() == Pipeline.named("llvm-O2").spec()
+    assert Pipeline.named("O0").spec() == Pipeline.named("llvm-O0").spec()
     assert Pipeline.named("llvm-O0").spec() == "contract-order,lower-te-to-ew,expand-math,lower-ew-to-loop"
     assert "inplace" in Pipeline.named("llvm-O2").spec() and "fuse" not in Pipeline.named("torch-O2").spec()
-    register_pipeline("test-tidy", "O0,dce", "a test pipeline")
+    register_pipeline("test-tidy", "te-O0,dce", "a test pipeline")
     assert Pipeline.parse("test-tidy").spec() == "canonicalize,cse,dce"
     with pytest.raises(ValueError, match="already registered"):
         register_pipeline("test-tidy", "cse", "again")

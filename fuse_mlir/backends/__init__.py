@@ -31,7 +31,10 @@ def _reference(*, opt_level: str | int = "O2", donate: object = (), **options: o
 
     normalise_opt_level(opt_level)
     if options:
-        raise FuseError(f"the reference backend takes no options (got {', '.join(sorted(options))})")
+        raise FuseError(
+            f"the reference backend has no option{'s' * (len(options) > 1)} {', '.join(sorted(options))} "
+            "(its options: opt_level, donate)"
+        )
 
     def execute(lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult:
         return run_module(lowered.module, arrays, lowered.sources)
@@ -40,8 +43,17 @@ def _reference(*, opt_level: str | int = "O2", donate: object = (), **options: o
 
 
 def _llvm(**options: object) -> Executor:
+    import dataclasses
+
     from fuse_mlir.backends.llvm.executor import NativeExecutor
 
+    allowed = [f.name for f in dataclasses.fields(NativeExecutor) if f.init and f.name != "compiled"]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise FuseError(
+            f"the llvm backend has no option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
+            f"(its options: {', '.join(allowed)})"
+        )
     return NativeExecutor(**options)  # type: ignore[arg-type]
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import NoReturn
 
-from fuse_mlir.diagnostics import FuseError
+from fuse_mlir.diagnostics import FuseError, cli_hints
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 1
@@ -43,7 +43,7 @@ def debug_enabled() -> bool:
 
 
 def version_string(tool: str) -> str:
-    """``tool X.Y.Z (xdsl A.B.C)``, from the installed package metadata."""
+    """``tool X.Y.Z (xdsl A.B.C)``: fuse_mlir's ``__version__`` (the checkout that runs) and xDSL's metadata."""
 
     def get(dist: str) -> str:
         try:
@@ -51,13 +51,16 @@ def version_string(tool: str) -> str:
         except metadata.PackageNotFoundError:
             return "unknown"
 
-    return f"{tool} {get('fuse-mlir')} (xdsl {get('xdsl')})"
+    from fuse_mlir import __version__
+
+    return f"{tool} {__version__} (xdsl {get('xdsl')})"
 
 
 def run_main(body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None) -> int:
     """Run a tool's ``body(argv)`` under the error policy and return the exit status."""
     try:
-        return body(argv)
+        with cli_hints():
+            return body(argv)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USER_ERROR)
     except UsageError as exc:

@@ -44,7 +44,8 @@ def build_parser() -> ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=PATH",
-        help=f"an input tensor from a file ({', '.join(SOURCE_EXTENSIONS)}); repeatable",
+        help=f"an input tensor from a file ({', '.join(SOURCE_EXTENSIONS)}), or a replacement for a tensor the "
+        "program loads from a file; repeatable",
     )
     run.add_argument(
         "--backend",
@@ -69,8 +70,16 @@ def build_parser() -> ArgumentParser:
     run.add_argument(
         "--mode",
         default="single",
-        choices=["single", "fixpoint"],
-        help="single: one pass, a cycle is an error; fixpoint: iterate recursive groups (docs/modes.md)",
+        choices=["single", "fixpoint", "streaming"],
+        help="single: one pass, a cycle is an error; fixpoint: iterate recursive groups; streaming: *t virtual "
+        "time, --steps steps (docs/modes.md)",
+    )
+    run.add_argument(
+        "--steps",
+        type=int,
+        default=1,
+        metavar="N",
+        help="streaming mode: run N time steps with the same inputs and print the last step's exports (default: 1)",
     )
     run.add_argument("--max-iters", type=int, default=32, metavar="N", help="fixpoint mode's run limit (default: 32)")
     run.add_argument(
@@ -106,20 +115,32 @@ def parse_input_args(specs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def load_inputs(program: Program, paths: Mapping[str, str], runner: Runner | None = None) -> dict[str, np.ndarray]:
+def _source_ranks(program: Program) -> dict[str, int | None]:
+    return {s.lhs.name: len(s.lhs.indices) if s.lhs.indices is not None else None for s in program.resolved.sources}
+
+
+def load_inputs(
+    program: Program,
+    paths: Mapping[str, str],
+    runner: Runner | None = None,
+    ranks: Mapping[str, int | None] | None = None,
+) -> dict[str, np.ndarray]:
     """Read each ``--input`` file, relative to the current folder.
 
     The rank is passed only for coordinate files (``.csv``/``.tsv``), where it
     decides whether the last column holds values; for other formats a wrong
     rank is left to the runner, whose error points into the program. The
-    inputs are those of ``runner``'s lowering (its mode) when given.
+    ranks are ``ranks`` when given (replaced file sources), else those of the
+    inputs of ``runner``'s lowering (its mode).
     """
-    specs = {s.name: s for s in program.lower(None, runner.options if runner else None).inputs}
+    if ranks is None:
+        target = getattr(runner, "step_runner", None) or runner  # a streaming runner's inputs are its step's
+        lowered = target.program.lower(None, target.options) if target is not None else program.lower()
+        ranks = {s.name: s.rank for s in lowered.inputs}
     arrays: dict[str, np.ndarray] = {}
     for name, path in paths.items():
-        spec = specs.get(name)
         coords = Path(path).suffix.lower() in (".csv", ".tsv")
-        rank = spec.rank if spec is not None and coords else None
+        rank = ranks.get(name) if coords else None
         try:
             arrays[name] = load_source(path, Path.cwd(), rank=rank, name=name)
         except FuseError as err:
@@ -159,6 +180,15 @@ def save_exports(exports: Mapping[str, np.ndarray], path: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """``fuse run``: load, run, then print or save the exports."""
     program = load_program(args.program)
+    if args.steps < 1:
+        raise FuseError(f"--steps must be at least 1 (got {args.steps})")
+    if args.steps != 1 and args.mode != "streaming":
+        raise FuseError("--steps applies to --mode streaming only")
+    paths = parse_input_args(args.input)
+    file_sources = {s.lhs.name for s in program.resolved.sources}
+    replaced = {n: p for n, p in paths.items() if n in file_sources}
+    if replaced:
+        program.replace_sources(load_inputs(program, replaced, ranks=_source_ranks(program)))
     runner = program.compile(
         args.backend,
         out_root=args.out_root,
@@ -167,8 +197,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_iters=args.max_iters,
         profile=args.explain,
     )
-    inputs = load_inputs(program, parse_input_args(args.input), runner)
-    exports = runner.run(inputs)
+    inputs = load_inputs(program, {n: p for n, p in paths.items() if n not in replaced}, runner=runner)
+    for _ in range(args.steps):
+        exports = runner.run(inputs)
     if args.explain:
         sys.stderr.write(f"{runner.explain('text')}\n")
     if args.out is not None:

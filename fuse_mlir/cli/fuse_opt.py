@@ -2,7 +2,8 @@
 
     fuse-opt prog.fuse                              # the program lowered to tensor_eq MLIR
     fuse-opt prog.mlir -p canonicalize,cse          # run passes on MLIR text
-    fuse-opt prog.fuse -p O2 --emit=dot             # the optimised dataflow graph
+    fuse-opt prog.fuse -p O2 --emit=dot             # the optimised kernels as a graph (O2: what `fuse run` runs)
+    fuse-opt prog.mlir --load-pass-plugin=my_pass.py -p my-pass
     fuse-opt bad.mlir --verify-diagnostics --split-input-file
     fuse-opt --list-passes
 
@@ -27,24 +28,29 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 
 from fuse_mlir.cli.common import ArgumentParser, read_text, run_main, version_string, write_text
 from fuse_mlir.cli.expected_diagnostics import check_diagnostics, parse_expected
 from fuse_mlir.diagnostics import Diagnostic, FuseError, diagnostic_handler, error_diagnostics
 from fuse_mlir.dialects.tensor_eq import element_type
 from fuse_mlir.ir import parse_mlir, verify_module
-from fuse_mlir.passes.graph import to_dot
+from fuse_mlir.passes.graph import DOT_DETAILS, to_dot, to_kernel_dot
 from fuse_mlir.passes.instruments import PrintIR, Timing, VerifyEach
 from fuse_mlir.passes.levels import DOT, all_levels, lowering_spec, module_level
 from fuse_mlir.passes.pipeline import Pipeline
-from fuse_mlir.passes.registry import all_passes, all_pipelines
+from fuse_mlir.passes.registry import all_passes, all_pipelines, find_pass, load_pass_plugin, unknown_pass_message
 from fuse_mlir.passes.statistics import Statistics
 from fuse_mlir.program import Program, print_module
 
 INPUT_FORMATS = ("auto", "fuse", "mlir")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# The start of MLIR text (after comments): a module in custom or generic form, or an op result.
-_MLIR_START = re.compile(r'(?:builtin\.module|module)(?![\w.]|\s*[\[(=])|"builtin\.module"\s*\(|%')
+# The start of MLIR text (after comments): a module in custom or generic form, an op result, a generic op
+# ("te.input"(...), unlike a .fuse sink "out.npy" = ...), or a dialect op in custom form at the top level of an
+# implicit module (func.func @f, te.export ...; a .fuse statement never starts with a dotted name).
+_MLIR_START = re.compile(
+    r'(?:builtin\.module|module)(?![\w.]|\s*[\[(=])|"[\w.$-]+"\s*\(|%|[A-Za-z_]\w*\.[\w.]+(?:\s|@|$)'
+)
 
 
 def build_parser() -> ArgumentParser:
@@ -71,7 +77,37 @@ def build_parser() -> ArgumentParser:
     parser.add_argument(
         "--view-op-graph", action="store_true", help="print the dataflow graph as Graphviz (same as --emit=dot)"
     )
+    parser.add_argument(
+        "--dot-detail",
+        choices=("auto", *DOT_DETAILS),
+        default="auto",
+        help="--emit=dot: one node per kernel (loop nest, ew.generic), or per op; auto (default): kernels below "
+        "the tensor_eq level, ops at it",
+    )
     parser.add_argument("--print-op-generic", action="store_true", help="print ops in the generic MLIR form")
+    parser.add_argument(
+        "--mlir-print-debuginfo",
+        action="store_true",
+        help="print each op's source location as a trailing loc(...) where the IR knows it (ops parsed from MLIR "
+        "text; sources, sinks and checks lowered from .fuse)",
+    )
+    parser.add_argument(
+        "--load-pass-plugin",
+        action="append",
+        default=[],
+        metavar="FILE.py",
+        help="import a Python file that registers passes (@register_pass) before the pipeline is read; repeatable",
+    )
+    parser.add_argument(
+        "--allow-unregistered-dialect",
+        action="store_true",
+        help="accept ops of dialects fuse-opt does not know in MLIR input (kept as opaque generic ops)",
+    )
+    parser.add_argument(
+        "--dump-pass-pipeline",
+        action="store_true",
+        help="print the pass pipeline, named pipelines expanded, to stderr before running it",
+    )
     parser.add_argument("--print-ir-after-all", action="store_true", help="print the IR to stderr after every pass")
     parser.add_argument("--print-ir-before-all", action="store_true", help="print the IR to stderr before every pass")
     parser.add_argument(
@@ -182,13 +218,53 @@ def lower_fuse(text: str, filename: str, dtypes: Mapping[str, np.dtype]) -> Modu
     return module
 
 
-def load_module(text: str, filename: str, fmt: str, dtypes: Mapping[str, np.dtype]) -> ModuleOp:
+def load_module(
+    text: str, filename: str, fmt: str, dtypes: Mapping[str, np.dtype], allow_unregistered: bool = False
+) -> ModuleOp:
     """The input as a verified module, whichever format it is in."""
     if fmt == "fuse":
         return lower_fuse(text, filename, dtypes)
     if dtypes:
         raise FuseError("--input-dtype applies only to .fuse input; MLIR text already fixes its types")
-    return parse_mlir(text, filename)
+    return parse_mlir(text, filename, allow_unregistered=allow_unregistered)
+
+
+def check_pass_names(flag: str, names: set[str]) -> None:
+    """Every name given to a pass-naming flag (``--print-ir-after``) is a registered pass: a typo is an error."""
+    for name in sorted(names):
+        if find_pass(name) is None:
+            raise FuseError(f"{flag}: {unknown_pass_message(name)}")
+
+
+def print_with_locations(module: ModuleOp, generic: bool) -> str:
+    """The module's text with ``loc("file":line:col)`` after each op whose source location is known.
+
+    Locations come from :func:`fuse_mlir.ir.op_loc`: the op's place in MLIR
+    text that fuse-opt parsed, else its ``loc`` attribute (set by the .fuse
+    lowering on sources, sinks and run-time checks). Ops without one print
+    as usual: the IR does not carry a location for every op.
+    """
+    import io
+
+    from xdsl.printer import Printer
+
+    from fuse_mlir.ir import op_loc
+
+    ends: list[tuple[int, str]] = []
+    out = io.StringIO()
+
+    class _Locating(Printer):
+        def print_op(self, op: Operation) -> None:
+            super().print_op(op)
+            loc = op_loc(op)
+            if loc is not None and op is not module:
+                ends.append((out.tell(), f' loc("{loc.file}":{loc.line}:{loc.col})'))
+
+    _Locating(stream=out, print_generic_format=generic).print_op(module)
+    text = out.getvalue()
+    for at, suffix in reversed(ends):
+        text = text[:at] + suffix + text[at:]
+    return text + "\n"
 
 
 def split_chunks(text: str, comment: str) -> list[tuple[int, str]]:
@@ -220,10 +296,16 @@ class Driver:
         self.statistics = Statistics() if args.pass_statistics else None
         spec = args.pass_pipeline.strip()
         with self._measure("pipeline parsing"):
+            for path in args.load_pass_plugin:
+                load_pass_plugin(path)
             self.pipeline = Pipeline.parse(spec) if spec else Pipeline()
+        if args.dump_pass_pipeline:
+            sys.stderr.write(f"Pass pipeline ({len(self.pipeline)} passes): {self.pipeline.spec() or '(empty)'}\n")
         if args.verify_each:
             self.pipeline.instrument(VerifyEach())
         before, after = _names(args.print_ir_before), _names(args.print_ir_after)
+        check_pass_names("--print-ir-before", before)
+        check_pass_names("--print-ir-after", after)
         if args.print_ir_after_all or args.print_ir_before_all or before or after:
             self.pipeline.instrument(
                 PrintIR(
@@ -243,7 +325,7 @@ class Driver:
     def process(self, text: str, filename: str, fmt: str, dtypes: Mapping[str, np.dtype]) -> str:
         """Parse, transform and print one chunk."""
         with self._measure("parsing"):
-            module = load_module(text, filename, fmt, dtypes)
+            module = load_module(text, filename, fmt, dtypes, self.args.allow_unregistered_dialect)
         if self.pipeline.passes:
             with self.statistics if self.statistics is not None else nullcontext():
                 self.pipeline.run(module)
@@ -258,9 +340,14 @@ class Driver:
                 verify_module(module, f"IR does not verify after lowering to {self.emit}: ")
         with self._measure("output"):
             if self.emit == DOT:
-                return to_dot(module)
+                detail = self.args.dot_detail
+                if detail == "auto":
+                    detail = "ops" if module_level(module) == "tensor_eq" else "kernels"
+                return to_kernel_dot(module) if detail == "kernels" else to_dot(module)
             if self.emit in TEXT_LEVELS:
                 return TEXT_LEVELS[self.emit][1](module)
+            if self.args.mlir_print_debuginfo:
+                return print_with_locations(module, self.args.print_op_generic)
             return print_module(module, generic=self.args.print_op_generic)
 
     def run(self) -> int:

@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 
 from fuse_mlir import builtins as bi
-from fuse_mlir.diagnostics import FuseError, Loc
+from fuse_mlir.diagnostics import FuseError, Loc, option_hint
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.resolve import (
@@ -343,7 +343,7 @@ class Lowerer:
                 for item in ref.indices or ():
                     if isinstance(item, A.IndexName | A.IndexOffset) and item.time:
                         raise FuseError(
-                            f"virtual-time index *{item.name} needs streaming mode: compile(mode='streaming') "
+                            f"virtual-time index *{item.name} needs streaming mode: {option_hint('mode', 'streaming')} "
                             "(single-pass programs use ordinary indices)",
                             item.loc,
                         )
@@ -463,7 +463,7 @@ class Lowerer:
                         cyc = path[path.index(nxt) :] + [nxt]
                         eq = groups[nxt][0][1]
                         raise FuseError(
-                            f"dependency cycle: {' -> '.join(cyc)} (recursive programs need mode='fixpoint')",
+                            f"dependency cycle: {' -> '.join(cyc)} (recursive programs need {option_hint('mode', 'fixpoint')})",
                             eq.loc,
                         )
                     if not state.get(nxt):

@@ -62,6 +62,9 @@ class RunTrace:
     seconds: float
     groups: list[GroupTrace]
     notes: list[str] = field(default_factory=list)
+    compile_seconds: float = 0.0
+    """Time the call spent before running: lowering its dtype signature and building (or loading) the kernel;
+    0 when both were cached by an earlier call."""
 
     def group(self, name: str) -> GroupTrace:
         """The record of group ``name`` (KeyError if the run had none)."""
@@ -75,6 +78,7 @@ class RunTrace:
             "backend": self.backend,
             "mode": self.mode,
             "seconds": self.seconds,
+            "compile_seconds": self.compile_seconds,
             "flops": sum(g.flops for g in self.groups),
             "bytes": sum(g.bytes for g in self.groups),
             "groups": [asdict(g) for g in self.groups],
@@ -83,7 +87,8 @@ class RunTrace:
 
     def text(self) -> str:
         lines = [
-            f"run on {self.backend} ({self.mode} mode): {_secs(self.seconds)}, "
+            f"run on {self.backend} ({self.mode} mode): {_secs(self.seconds)} run, "
+            f"{_secs(self.compile_seconds)} compile, "
             f"{_num(sum(g.flops for g in self.groups))} FLOPs (est.), {_num(sum(g.bytes for g in self.groups))}B moved (est.)",
             f"{'group':<16} {'iters':>5} {'time':>10} {'kernels':>7} {'FLOPs':>9} {'bytes':>9}  extra",
         ]
@@ -191,6 +196,7 @@ def build_trace(
     iterations: Mapping[str, int] | None = None,
     group_extra: Mapping[str, Mapping[str, Any]] | None = None,
     notes: list[str] | None = None,
+    compile_seconds: float = 0.0,
 ) -> RunTrace:
     """A trace of one run of ``module`` from its value shapes and, when measured, the time of each op.
 
@@ -221,7 +227,9 @@ def build_trace(
             if backend == "reference"
             else "per-group time is not measured on this backend (one native call); seconds is the whole call"
         )
-    return RunTrace(backend, mode, seconds, groups, notes)
+        if backend in ("torch", "jax", "numba"):
+            notes.append(f"{backend} compiles inside its first call: that call's run time includes the compile")
+    return RunTrace(backend, mode, seconds, groups, notes, compile_seconds)
 
 
 class TracingInterpreter(Interpreter):
@@ -255,6 +263,7 @@ class LastRun:
     iterations: dict[str, int] | None = None
     group_extra: dict[str, dict[str, Any]] | None = None
     notes: list[str] | None = None
+    compile_seconds: float = 0.0
 
     def trace(self) -> RunTrace:
         shapes = self.shapes
@@ -270,6 +279,7 @@ class LastRun:
             iterations=self.iterations,
             group_extra=self.group_extra,
             notes=self.notes,
+            compile_seconds=self.compile_seconds,
         )
 
 

@@ -118,3 +118,103 @@ def to_dot(module: Operation, title: str = "module") -> str:
     dot.edges(module)
     dot.lines.append("}")
     return "\n".join(dot.lines) + "\n"
+
+
+# -- the kernel view ----------------------------------------------------------------------------------------------
+
+DOT_DETAILS = ("kernels", "ops")
+"""``--dot-detail`` values: one node per kernel (the default), or one per op (:func:`to_dot`)."""
+
+# Ops that only name a constant or an extent: left out of the kernel view (they would connect to everything).
+_TRIVIAL = frozenset({"arith.constant", "loop.dim", "te.dim", "te.constant", "arith.index_cast", "func.return"})
+# Ops (not kernels themselves) whose operand at these positions is a buffer they write.
+_WRITES = {"loop.store": (1,), "loop.gemm": (2,)}
+
+
+def _top_ops(module: Operation) -> list[Operation]:
+    """The ops the kernel view draws: the module body's, with functions opened (their body ops in order)."""
+    out: list[Operation] = []
+
+    def visit(block: Block) -> None:
+        for op in block.ops:
+            if op.name in ("func.func", "builtin.module", "llvm.func"):
+                for region in op.regions:
+                    for inner in region.blocks:
+                        visit(inner)
+            else:
+                out.append(op)
+
+    for region in module.regions:
+        for block in region.blocks:
+            visit(block)
+    return out
+
+
+def _kernel_label(op: Operation, number: int) -> str:
+    """``kernel 3: loop.for (depth 2)`` plus the distinct compute ops inside, so a nest says what it computes."""
+    inner = [o for o in op.walk() if o is not op]
+    fors = [o for o in op.walk() if o.name == "loop.for"]
+    depth = max((_for_depth(o, op) for o in fors), default=0)
+    head = f"kernel {number}: {op_label(op)}" + (f" (depth {depth})" if depth > 1 else "")
+    names = sorted({o.name.split(".", 1)[-1] for o in inner if o.name.split(".")[0] in ("arith", "math", "te")})
+    body = [n for n in names if n not in ("constant", "yield", "index_cast", "addi", "muli", "cmpi", "select")]
+    return head + (f"\n{', '.join(body[:8])}{' ...' if len(body) > 8 else ''}" if body else "")
+
+
+def _for_depth(op: Operation, root: Operation) -> int:
+    depth, parent = 1, op.parent_op()
+    while parent is not None and parent is not root:
+        depth += parent.name == "loop.for"
+        parent = parent.parent_op()
+    return depth + (root.name == "loop.for")
+
+
+def to_kernel_dot(module: Operation, title: str = "module") -> str:
+    """Graphviz text with one node per kernel: a readable overview of a module at any level.
+
+    A top-level op with regions (a loop nest, an ``ew.generic``, a fixpoint)
+    is one box, labelled with the compute ops inside; ops that only name
+    constants or extents are left out. Buffers (``loop.alloc``, arguments)
+    are ellipses: an edge goes from a kernel to each buffer it writes and
+    from each buffer to the kernels that read it; other values are edges from
+    their producer to their users. ``--dot-detail=ops`` draws every op
+    instead (:func:`to_dot`).
+    """
+    lines = [
+        f"digraph {_quote(title)} {{",
+        '  node [shape=box, fontname="monospace", fontsize=10];',
+        '  edge [fontname="monospace", fontsize=9];',
+    ]
+    ids: dict[Operation, str] = {}
+    kernels = 0
+    tops = [op for op in _top_ops(module) if op.name not in _TRIVIAL]
+    for op in tops:
+        ids[op] = f"n{len(ids)}"
+        if op.regions or op.name in ("loop.gemm", "loop.host_call"):
+            kernels += 1
+            label = _kernel_label(op, kernels)
+            lines.append(f'  {ids[op]} [label={_quote(label)}, style=filled, fillcolor="#dde8f4"];')
+        elif op.name in ("loop.alloc", "loop.arg"):
+            lines.append(f"  {ids[op]} [label={_quote(op_label(op))}, shape=ellipse];")
+        else:
+            lines.append(f"  {ids[op]} [label={_quote(op_label(op))}];")
+    seen: set[tuple[str, str]] = set()
+
+    def edge(src: Operation, dst: Operation, extra: str = "") -> None:
+        if src in ids and dst in ids and src is not dst and (ids[src], ids[dst]) not in seen:
+            seen.add((ids[src], ids[dst]))
+            lines.append(f"  {ids[src]} -> {ids[dst]}{extra};")
+
+    for op in tops:
+        inside = set(op.walk())
+        for inner in op.walk():
+            writes = _WRITES.get(inner.name, ())
+            for k, value in enumerate(inner.operands):
+                if not isinstance(value, OpResult) or value.op in inside:
+                    continue
+                if k in writes:
+                    edge(op, value.op, ' [color="#aa3377", label="writes"]')
+                else:
+                    edge(value.op, op)
+    lines.append("}")
+    return "\n".join(lines) + "\n"

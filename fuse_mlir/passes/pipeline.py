@@ -29,6 +29,7 @@ from fuse_mlir.passes.registry import (
     NamedPipeline,
     find_pass,
     find_pipeline,
+    load_pass_plugin,
     register_pipeline,
     unknown_pass_message,
 )
@@ -84,8 +85,21 @@ class Pipeline:
     # -- building ----------------------------------------------------------------
 
     @classmethod
-    def parse(cls, spec: str, *, source: str = "<pass-pipeline>", hooks: Hooks | None = None) -> Pipeline:
-        """The pipeline ``spec`` describes; a spec that is ``@FILE`` (or contains ``@FILE``) reads the file."""
+    def parse(
+        cls,
+        spec: str,
+        *,
+        source: str = "<pass-pipeline>",
+        hooks: Hooks | None = None,
+        plugins: Sequence[str | Path] = (),
+    ) -> Pipeline:
+        """The pipeline ``spec`` describes; a spec that is ``@FILE`` (or contains ``@FILE``) reads the file.
+
+        ``plugins`` are Python files to load first (:func:`load_pass_plugin`), so
+        the spec may name the passes they define.
+        """
+        for path in plugins:
+            load_pass_plugin(path)
         return cls(_build(parse_spec(spec, source), set(), None), hooks=hooks)
 
     @classmethod

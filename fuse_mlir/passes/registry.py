@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -291,6 +292,47 @@ def _load_entry_points() -> list[str]:
             continue
         loaded.append(ep.name)
     return loaded
+
+
+def load_pass_plugin(path: str | Path) -> list[str]:
+    """Import the Python file ``path`` as a pass plug-in; return the names of the passes it registered.
+
+    The file registers its passes as any module does (``@register_pass``,
+    ``register_pipeline``); a ``register()`` function, if it defines one, is
+    called too, and pass classes it returns are registered (as for the
+    ``fuse_mlir.passes`` entry points). Loading one file twice is harmless.
+    A missing file or an error while importing it is a :class:`FuseError`
+    naming the file (``fuse-opt --load-pass-plugin``, ``Pipeline.parse(...,
+    plugins=[...])``).
+    """
+    import importlib.util
+    import sys
+
+    from fuse_mlir.diagnostics import FuseError
+
+    _ensure_loaded()
+    file = Path(path)
+    if not file.is_file():
+        raise FuseError(f"cannot load pass plug-in '{path}': no such file")
+    module_name = "fuse_mlir_plugin_" + re.sub(r"\W", "_", str(file.resolve()))
+    before = set(_PASSES)
+    try:
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        if spec is None or spec.loader is None:
+            raise FuseError(f"cannot load pass plug-in '{path}': not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        with _registering_as(f"plug-in file {file}"):
+            spec.loader.exec_module(module)
+            register = getattr(module, "register", None)
+            if callable(register):
+                _register_entry_point(register)
+    except FuseError:
+        raise
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise FuseError(f"cannot load pass plug-in '{path}': {type(exc).__name__}: {exc}") from None
+    return sorted(set(_PASSES) - before)
 
 
 def _register_entry_point(obj: object) -> None:

@@ -3,7 +3,11 @@
 // RUN: %fuse-opt %s --view-op-graph | filecheck %s
 // RUN: %fuse-opt %s -p cse --emit=dot | filecheck %s --check-prefix=CSE
 // RUN: %fuse-opt %s --emit=tensor_eq | filecheck %s --check-prefix=TE
-// RUN: %fuse-opt %repo/examples/mlp.fuse -p O2 --emit=dot | filecheck %s --check-prefix=MLP
+// RUN: %fuse-opt %repo/examples/mlp.fuse -p te-O2 --emit=dot | filecheck %s --check-prefix=MLP
+// Below the tensor_eq level the graph has one node per kernel (loop nest, gemm) and buffers as ellipses:
+// RUN: %fuse-opt %repo/examples/mlp.fuse -p O2 --emit=dot | filecheck %s --check-prefix=KERNELS
+// RUN: %fuse-opt %repo/examples/mlp.fuse -p O2 --emit=dot --dot-detail=ops | filecheck %s --check-prefix=OPS
+// RUN: %fuse-opt %s --emit=dot --dot-detail=kernels | filecheck %s --check-prefix=TEKERNELS
 
 builtin.module {
   %x = te.input "X" {indices = ["i"]} : tensor<?xf64>
@@ -45,3 +49,18 @@ builtin.module {
 // MLP: [label="te.contract"];
 // MLP: [label="te.axis_fn \"softmax\""];
 // MLP: [label="te.export"];
+
+// KERNELS: digraph "module" {
+// KERNELS: [label="loop.arg \"X\"", shape=ellipse];
+// KERNELS: [label="kernel 2: loop.gemm", style=filled
+// KERNELS: [label="kernel 3: loop.for (depth 2)\naddf, maximumf", style=filled
+// KERNELS: [color="#aa3377", label="writes"];
+// KERNELS-NOT: arith.constant
+// KERNELS-NOT: math.fma
+// KERNELS: }
+
+// OPS: subgraph cluster_
+// OPS: [label="math.fma"];
+
+// TEKERNELS: n1 [label="te.map \"relu\""];
+// TEKERNELS: n0 -> n1;

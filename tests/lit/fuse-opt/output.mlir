@@ -5,7 +5,7 @@
 // RUN: filecheck %s < %t/out.mlir
 // RUN: %fuse-opt %S/Inputs/dup.mlir -p cse --print-op-generic | filecheck %s --check-prefix=GENERIC
 // RUN: %fuse-opt %S/Inputs/dup.mlir -p cse --print-op-generic | %fuse-opt -p dce | filecheck %s
-// RUN: %fuse-opt %repo/examples/mlp.fuse -p O2 -o %t/mlp.mlir && %fuse-opt %t/mlp.mlir -p O2 | filecheck %s --check-prefix=FUSE
+// RUN: %fuse-opt %repo/examples/mlp.fuse -p te-O2 -o %t/mlp.mlir && %fuse-opt %t/mlp.mlir -p te-O2 | filecheck %s --check-prefix=FUSE
 
 // CHECK: te.export %a, %a, %bc
 

@@ -3,8 +3,8 @@
 // RUN: %fuse-opt %S/Inputs/dup.mlir --pass-pipeline=cse | filecheck %s --check-prefix=CSE
 // RUN: %fuse-opt %S/Inputs/dup.mlir -p 'builtin.module(cse)' | filecheck %s --check-prefix=CSE
 // RUN: %fuse-opt %S/Inputs/dup.mlir -p canonicalize,cse,dce | filecheck %s --check-prefix=ALL
-// RUN: %fuse-opt %S/Inputs/dup.mlir -p O2 | filecheck %s --check-prefix=ALL
-// RUN: %fuse-opt %S/Inputs/dup.mlir -p O0 | filecheck %s --check-prefix=O0
+// RUN: %fuse-opt %S/Inputs/dup.mlir -p te-O2 | filecheck %s --check-prefix=ALL
+// RUN: %fuse-opt %S/Inputs/dup.mlir -p te-O0 | filecheck %s --check-prefix=O0
 // RUN: %fuse-opt -p cse < %S/Inputs/dup.mlir | filecheck %s --check-prefix=CSE
 // RUN: %fuse-opt %S/Inputs/dup.mlir | filecheck %s --check-prefix=NONE
 
