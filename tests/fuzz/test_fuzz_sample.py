@@ -12,7 +12,7 @@ import pytest
 
 from fuse_mlir.testing.fuzz import reproducer, run_mutants, run_programs
 
-pytestmark = pytest.mark.fuzz
+pytestmark = [pytest.mark.fuzz, pytest.mark.slow]
 
 
 def _explain(rep) -> str:  # noqa: ANN001
