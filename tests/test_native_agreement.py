@@ -65,6 +65,28 @@ ERROR_CASES = [
     ("position-empty-loop", "Y[i] = X[i, 5]", {"X": np.zeros((0, 2))}, "position 5 is out of range", 8),
     ("position", "Y[i] = X[i, 2]", {"X": np.zeros((3, 2))}, "position 2 is out of range for axis 1", 8),
     ("position-0d", "Y = X[7]", {"X": np.zeros(2)}, "position 7 is out of range for axis 0", 5),
+    # The consumer's loop space is empty (j has extent 0): the gather and the power are still checked.
+    (
+        "gather-empty-consumer",
+        "Y[i, j] = T[G[i]] X[j]",
+        {"T": np.zeros(3), "G": np.array([7]), "X": np.zeros(0)},
+        "index 7 is out of range",
+        11,
+    ),
+    (
+        "gather-empty-reduction",
+        "Y = T[G[i]] X[j]",
+        {"T": np.zeros(3), "G": np.array([7]), "X": np.zeros(0)},
+        "index 7 is out of range",
+        5,
+    ),
+    (
+        "pow-empty-consumer",
+        "Y[i, j] = (B[i] ** E[i]) X[j]",
+        {"B": np.array([2]), "E": np.array([-3]), "X": np.zeros(0, np.int64)},
+        "exponent -3",
+        12,
+    ),
 ]
 
 
