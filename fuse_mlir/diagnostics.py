@@ -104,6 +104,29 @@ class FuseRuntimeError(FuseError):
 SEVERITIES = ("error", "warning", "note", "remark")
 
 
+class _Detail(int):
+    """An error detail value; the format spec ``u`` prints it as an unsigned 64-bit integer."""
+
+    def __format__(self, spec: str) -> str:
+        if spec == "u":
+            return str(int(self) & 0xFFFF_FFFF_FFFF_FFFF)
+        return int.__format__(int(self), spec)
+
+
+def format_details(template: str, *values: int) -> str:
+    """A run-time error template filled with its detail values (``{0}``, ``{1}``; ``{0:u}`` reads as unsigned).
+
+    Native code reports details as signed 64-bit integers; a template written
+    for an unsigned index (a uint64 gather) says ``{0:u}`` so that a huge value
+    does not print as a negative one. A template that does not format is
+    returned as it is.
+    """
+    try:
+        return template.format(*(_Detail(int(v)) for v in values))
+    except (IndexError, KeyError, ValueError):
+        return template
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One message with a severity (``error``, ``warning``, ``note``, ``remark``) and an optional location."""

@@ -486,8 +486,11 @@ class Runner:
 
 
 def coerce_input(name: str, value: Any, spec: Any) -> np.ndarray:
-    """One input as a C-contiguous array of a supported dtype and the rank ``spec`` (an InputSpec) says."""
-    arr = np.asarray(value)
+    """One input as a C-contiguous, aligned array of a supported dtype and the rank ``spec`` (an InputSpec) says."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as err:  # a ragged nested list, an object NumPy cannot convert
+        raise FuseRuntimeError(f"input {name} is not a rectangular array: {err}", spec.loc) from None
     if arr.dtype == np.bool_:
         arr = arr.astype(np.int8)
     if arr.dtype.kind not in _SUPPORTED_KINDS or arr.dtype.itemsize > 8:
@@ -495,8 +498,9 @@ def coerce_input(name: str, value: Any, spec: Any) -> np.ndarray:
     rank = spec.rank
     if arr.ndim != rank:
         raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", spec.loc)
-    # Copy only what is not C-contiguous (np.array keeps 0-d arrays 0-d, unlike ascontiguousarray).
-    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+    # Copy only what is not C-contiguous or not aligned (a view at an odd byte offset): np.array's copy is both,
+    # and keeps 0-d arrays 0-d, unlike ascontiguousarray (which does not fix alignment either).
+    return arr if arr.flags.c_contiguous and arr.flags.aligned else np.array(arr, order="C")
 
 
 def format_exports(exports: Mapping[str, np.ndarray]) -> str:

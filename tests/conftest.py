@@ -1,4 +1,8 @@
-"""Suite-wide fixtures: the persistent compile cache goes to a temporary folder, never the user's home cache."""
+"""Suite-wide fixtures: the persistent compile cache goes to a temporary folder, never the user's home cache.
+
+``python -m pytest --check-bounds`` (or ``FUSE_CHECK_BOUNDS=1 python -m pytest``) runs the whole suite with
+checked native kernels: every load and store of llvm and numba code tests its position (docs/runtime.md).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,28 @@ import os
 from collections.abc import Iterator
 
 import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--check-bounds",
+        action="store_true",
+        help="build every native kernel checked (FUSE_CHECK_BOUNDS=1): out-of-range accesses become errors",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--check-bounds"):
+        os.environ["FUSE_CHECK_BOUNDS"] = "1"
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    value = os.environ.get("FUSE_CHECK_BOUNDS", "0").strip().lower()
+    return (
+        "fuse_mlir: checked native kernels (FUSE_CHECK_BOUNDS)"
+        if value not in ("", "0", "false", "no", "off")
+        else None
+    )
 
 
 @pytest.fixture(autouse=True, scope="session")

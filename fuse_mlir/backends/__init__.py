@@ -23,9 +23,12 @@ class Executor(Protocol):
     def __call__(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult: ...
 
 
-def _reference(*, opt_level: str | int = "O2", donate: object = (), **options: object) -> Executor:
+def _reference(
+    *, opt_level: str | int = "O2", donate: object = (), check_bounds: object = None, **options: object
+) -> Executor:
     """The interpreter runs the tensor_eq module as lowered: no passes (it is the ground truth), so
-    ``opt_level`` is only checked and ``donate`` has nothing to reuse."""
+    ``opt_level`` is only checked, ``donate`` has nothing to reuse and ``check_bounds`` nothing to check
+    (NumPy indexing is checked)."""
     from fuse_mlir.interp.reference import run_module
     from fuse_mlir.targets import normalise_opt_level
 

@@ -33,6 +33,7 @@ from xdsl.ir import Operation, SSAValue
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frontend.lower import Lowered
+from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.reference import RunResult, _loc, access_plan
 
@@ -251,15 +252,12 @@ class ArrayOps:
         return self.unary("log", self.reduce(e, (axis,), "sum")) + self.reshape(m, shape)
 
     def reduce_checked(self, x: Array, axes: tuple[int, ...], kind: str) -> Array:
-        """The reference's ``reduce``: empty axes give the identities, max/min of an empty axis is an error."""
+        """The reference's ``reduce``: empty axes give the identities (max/min: ``nb.reduce_identity``)."""
         out_shape = [n for k, n in enumerate(x.shape) if k not in axes]
         empty = [k for k in axes if x.shape[k] == 0]
         if kind in ("max", "min") and empty:
-            if math.prod(out_shape) == 0:
-                return self.zeros(out_shape, self.numpy_dtype(x))
-            raise ValueError(
-                f"reduce {kind}: axis {empty[0]} has extent 0, and {kind} of an empty axis has no identity"
-            )
+            dtype = self.numpy_dtype(x)
+            return self.astype(self.zeros(out_shape, dtype) + nb.reduce_identity(kind, dtype), dtype)
         if kind == "any":
             return self.astype(self.reduce(self.ne0(x), axes, "any"), np.dtype(np.int8))
         if kind == "mean" and empty:
@@ -449,7 +447,7 @@ def static_meta(module: ModuleOp) -> WalkMeta:
                         CheckSpec(f"gathered index {{0}} is out of range for axis {k} (extent {{1}})", _loc(op))
                     )
         elif _int_pow(op):
-            meta.checks.append(CheckSpec("te.map: Integers to negative integer powers are not allowed", _loc(op)))
+            meta.checks.append(CheckSpec(nb.INT_NEGATIVE_POWER, _loc(op)))
         elif isinstance(op, te.SinkOp):
             meta.sinks.append((op.path.data, list(te.names_of(op.names)), _loc(op)))
         elif isinstance(op, te.ExportOp):
@@ -617,10 +615,10 @@ def _map(s: _State, op: te.MapOp) -> Array:
         common = np.result_type(*in_dtypes)
         args = [xp.astype(a, common) for a in args]
     params = te.params_of(op.params)
-    if _int_pow(op):
-        s.defer_check(args[1] < 0, args[1], 0)
-    res = _map_kernel(xp, fn, args, dtype, params)
     shape = broadcast_shape(*[tuple(a.shape) for a in args]) if args else ()
+    if _int_pow(op):  # over the broadcast shape: an empty base checks nothing, as in NumPy
+        s.defer_check(xp.broadcast_to(args[1] < 0, shape), args[1], 0)
+    res = _map_kernel(xp, fn, args, dtype, params)
     return xp.broadcast_to(xp.astype(res, dtype), shape)
 
 

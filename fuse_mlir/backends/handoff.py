@@ -33,9 +33,10 @@ def _check_options(backend: str, options: dict[str, Any], allowed: tuple[str, ..
         )
 
 
-# Every backend also takes opt_level (checked; the array frameworks fuse on their own) and donate (jax donates
-# those inputs' device buffers; torch and numba work on copies of the inputs, so there is nothing to reuse).
-COMMON_OPTIONS = ("opt_level", "donate")
+# Every backend also takes opt_level (checked; the array frameworks fuse on their own), donate (jax donates
+# those inputs' device buffers; torch and numba work on copies of the inputs, so there is nothing to reuse) and
+# check_bounds (numba builds checked; torch and jax index through their own checked operations).
+COMMON_OPTIONS = ("opt_level", "donate", "check_bounds")
 TORCH_OPTIONS = ("mode", "device", "return_type", *COMMON_OPTIONS)
 JAX_OPTIONS = ("device", "mesh", "in_shardings", "shard", "return_type", *COMMON_OPTIONS)
 NUMBA_OPTIONS = ("parallel", "return_type", *COMMON_OPTIONS)
@@ -70,7 +71,9 @@ def numba_executor(**options: Any) -> Any:
     _require("numba")
     from fuse_mlir.backends.numba import NumbaExecutor
 
-    return NumbaExecutor(opt_level=options.get("opt_level", "O2"), **_common(options))
+    return NumbaExecutor(
+        opt_level=options.get("opt_level", "O2"), check_bounds=options.get("check_bounds"), **_common(options)
+    )
 
 
 def _is_gpu_device(device: Any) -> bool:

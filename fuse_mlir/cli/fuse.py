@@ -59,6 +59,11 @@ def build_parser() -> ArgumentParser:
         choices=["0", "1", "2", "3"],
         help="optimisation level: 0 = no fusion or inplace, 2 = the default (1 and 3 mean 2)",
     )
+    run.add_argument(
+        "--check-bounds",
+        action="store_true",
+        help="the checked build: every native load and store tests its position (slower; FUSE_CHECK_BOUNDS=1)",
+    )
     shown = run.add_mutually_exclusive_group()
     shown.add_argument(
         "--out", "-o", metavar="PATH", help="save the exports to PATH (.npy for one export, .npz, or .json)"
@@ -196,6 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         mode=args.mode,
         max_iters=args.max_iters,
         profile=args.explain,
+        **({"check_bounds": True} if args.check_bounds else {}),
     )
     inputs = load_inputs(program, {n: p for n, p in paths.items() if n not in replaced}, runner=runner)
     for _ in range(args.steps):

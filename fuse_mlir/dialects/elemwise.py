@@ -21,7 +21,8 @@ computation as:
 
 Body-only ops: ``ew.index`` (the current iteration index of a dim),
 ``ew.extract`` (read a table; out-of-range is a run-time error carrying a
-message and source location when ``check`` is set), ``ew.yield``.
+message and source location when ``check`` is set), ``ew.assert`` (a
+run-time check of a value, e.g. a negative integer exponent), ``ew.yield``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
+    EqAttrConstraint,
     IRDLOperation,
     attr_def,
     irdl_op_definition,
@@ -157,6 +159,32 @@ class ExtractOp(IRDLOperation):
         assert isinstance(t, TensorType)
         if len(self.positions) != t.get_num_dims():
             raise VerifyException(f"ew.extract: {len(self.positions)} positions for a rank-{t.get_num_dims()} table")
+
+
+@irdl_op_definition
+class AssertOp(IRDLOperation):
+    """A run-time check inside a generic body: where ``cond`` (i1) is false the run stops with an error.
+
+    The error is ``message`` formatted with ``value`` (an integer scalar: the
+    offending value) at ``loc``. Not pure: it is kept although it has no
+    result, and a body holding one is run at every point of its iteration space
+    (no zero-skipping). Used where a value, not a position, can be invalid: an
+    integer raised to a negative integer power.
+    """
+
+    name = "ew.assert"
+    cond = operand_def(EqAttrConstraint(IntegerType(1)))
+    value = operand_def(IntegerType)
+    message = attr_def(StringAttr)
+    loc = opt_attr_def(StringAttr)
+    traits = lazy_traits_def(lambda: (HasParent(GenericOp),))
+    assembly_format = "$cond `,` $value attr-dict `:` type($value)"
+
+    def __init__(self, cond: SSAValue, value: SSAValue, message: str, loc: str = ""):
+        attrs: dict[str, Attribute] = {"message": StringAttr(message)}
+        if loc:
+            attrs["loc"] = StringAttr(loc)
+        super().__init__(operands=[cond, value], attributes=attrs)
 
 
 @irdl_op_definition
@@ -365,4 +393,4 @@ class HostCallOp(IRDLOperation):
         super().__init__(operands=[list(inputs)], result_types=[list(result_types)], attributes=attrs)
 
 
-Elemwise = Dialect("ew", [GenericOp, ContractOp, HostCallOp, YieldOp, IndexOp, ExtractOp], [])
+Elemwise = Dialect("ew", [GenericOp, ContractOp, HostCallOp, YieldOp, IndexOp, ExtractOp, AssertOp], [])

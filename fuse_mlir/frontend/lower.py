@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from fuse_mlir import builtins as bi
@@ -1026,7 +1026,8 @@ class Lowerer:
         rank = {n: k for k, n in enumerate(self.layout)}
         return sorted(names, key=lambda n: (0, rank[n]) if n in rank else (1, 0))
 
-    def map(self, fn: str, vals: list[Val], params: dict[str, object] | None = None) -> Val:
+    def map(self, fn: str, vals: list[Val], params: dict[str, object] | None = None, loc: Loc | None = None) -> Val:
+        """``fn`` over ``vals`` (folded when all are literals); ``loc`` is kept on a ``pow``, whose error it locates."""
         tensors = [v for v in vals if isinstance(v, TV)]
         if not tensors:
             return Weak(dt.fold(fn, [v.value for v in vals], params or {}))  # type: ignore[union-attr]
@@ -1041,6 +1042,8 @@ class Lowerer:
         op = self.emit(
             te.MapOp(fn, [t.value for t in ops], [t.names for t in ops], out, self.ttype(dtype, out), params)
         )
+        if fn == "pow" and loc is not None and dtype.kind in "iu":
+            op.attributes["loc"] = StringAttr(loc.encode())
         return TV(op.results[0], tuple(out))
 
     def lower_factor(self, f: A.Expr, proj: str, needed: set[str]) -> Val:
@@ -1060,7 +1063,7 @@ class Lowerer:
             case A.BinOp(op=op, lhs=lhs, rhs=rhs):
                 a = self.lower_elem(lhs, proj, needed | set(free_indices(rhs)))
                 b = self.lower_elem(rhs, proj, needed | set(free_indices(lhs)))
-                return self.map(MAP_OPS[op], [a, b])
+                return self.map(MAP_OPS[op], [a, b], loc=e.loc)
             case A.UnaryOp(op=op, operand=x):
                 v = self.lower_elem(x, proj, needed)
                 if op == "+":
@@ -1227,7 +1230,7 @@ class Lowerer:
                 if len(vals) == 2 and isinstance(vals[1], Weak):
                     params["T"] = float(vals.pop().value)
             fn = {"max": "maximum", "min": "minimum"}.get(b.name, b.name)
-            return self.map(fn, vals, params or None)
+            return self.map(fn, vals, params or None, loc=call.loc)
         if b.kind is bi.Kind.REDUCE_AXIS or b.name in ("max", "min"):
             axis = call_axis_name(call, argnames[0], self.dotted)
             v = self.lower_arg(args[0], proj, needed, axis)

@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from fuse_mlir.diagnostics import FuseRuntimeError, Loc
+from fuse_mlir.diagnostics import FuseRuntimeError, Loc, format_details
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
@@ -141,7 +141,7 @@ class EwInterpreter(Interpreter):
                         if np.any(bad):
                             first = int(np.broadcast_to(p, bad.shape)[bad].flat[0])
                             loc = Loc.decode(inner.loc.data) if inner.loc and inner.loc.data else None
-                            raise FuseRuntimeError(inner.check.data.format(first, table.shape[k]), loc)
+                            raise FuseRuntimeError(format_details(inner.check.data, first, table.shape[k]), loc)
                 if table.size == 0:
                     local[inner.results[0]] = np.zeros(broadcast_shape(*[p.shape for p in pos]), table.dtype)
                 else:
@@ -153,6 +153,13 @@ class EwInterpreter(Interpreter):
                 continue
             if isinstance(inner, te.DimOp):
                 local[inner.results[0]] = val(inner.source).shape[inner.axis.value.data]
+                continue
+            if isinstance(inner, ew.AssertOp):
+                ok = np.broadcast_to(np.asarray(val(inner.cond), dtype=bool), ext)
+                if not ok.all():
+                    first = int(np.broadcast_to(np.asarray(val(inner.value)), ext)[~ok].flat[0])
+                    loc = Loc.decode(inner.loc.data) if inner.loc and inner.loc.data else None
+                    raise FuseRuntimeError(format_details(inner.message.data, first, 0), loc)
                 continue
             local[inner.results[0]] = _scalar_op(inner, [val(o) for o in inner.operands])
         raise AssertionError("generic body without ew.yield")

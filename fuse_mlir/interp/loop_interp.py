@@ -34,7 +34,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from fuse_mlir.diagnostics import FuseRuntimeError, Loc
+from fuse_mlir.diagnostics import FuseRuntimeError, Loc, format_details
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
@@ -432,7 +432,7 @@ class LoopInterpreter:
         code = op.code.value.data
         message, loc = self.errors[code - 1]
         a, b = int(env[op.a]), int(env[op.b])
-        raise FuseRuntimeError(message.format(a, b), Loc.decode(loc) if loc else None)
+        raise FuseRuntimeError(format_details(message, a, b), Loc.decode(loc) if loc else None)
 
     def gemm(self, op: loop.GemmOp, env: Env) -> None:
         flags = (bool(f.value.data) for f in (op.trans_a, op.trans_b, op.broadcast_a, op.broadcast_b))

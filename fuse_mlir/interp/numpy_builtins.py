@@ -178,8 +178,26 @@ def cos(x: ArrayLike) -> np.ndarray:
     return np.cos(_as_float(x))
 
 
+INT_NEGATIVE_POWER = "an integer cannot be raised to a negative integer power (exponent {0})"
+"""The error every backend gives for int ** negative int (NumPy refuses it too); ``{0}`` is the exponent."""
+
+
+def negative_int_exponent(a: ArrayLike, b: ArrayLike) -> int | None:
+    """The first (row-major, after broadcasting) negative exponent of an integer ``a ** b``, else None."""
+    aa, bb = np.asarray(a), np.asarray(b)
+    if aa.dtype.kind not in "iu" or bb.dtype.kind != "i":
+        return None
+    bad = np.broadcast_to(bb < 0, np.broadcast_shapes(aa.shape, bb.shape))
+    if not bad.any():
+        return None
+    return int(np.broadcast_to(bb, bad.shape)[bad].flat[0])
+
+
 def pow(a: ArrayLike, b: ArrayLike) -> np.ndarray:  # noqa: A001 - the builtin's name in the language
     """a ** b elementwise with NumPy's promotion (int ** int stays int; int ** negative int raises ValueError)."""
+    bad = negative_int_exponent(a, b)
+    if bad is not None:
+        raise ValueError(INT_NEGATIVE_POWER.format(bad))
     return np.power(a, b)
 
 
@@ -276,10 +294,27 @@ def logsumexp(x: ArrayLike, axis: int) -> np.ndarray:
 _REDUCE_KINDS = ("sum", "max", "min", "mean", "prod", "any")
 
 
+def reduce_identity(kind: str, dtype: DTypeLike) -> int | float:
+    """The identity of a max/min reduction in ``dtype``: what it gives over an empty axis.
+
+    Floats: -inf for max, +inf for min. Integers (and booleans' int8): the
+    dtype's smallest value for max, its largest for min.
+    """
+    dt = np.dtype(dtype)
+    if kind not in ("max", "min"):
+        raise ValueError(f"reduce_identity: {kind!r} is not max or min")
+    if dt.kind == "f":
+        return -math.inf if kind == "max" else math.inf
+    info = np.iinfo(dt)
+    return int(info.min) if kind == "max" else int(info.max)
+
+
 def reduce(x: ArrayLike, axes: tuple[int, ...], kind: str) -> np.ndarray:
     """Reduce ``axes`` away with ``kind`` in sum/max/min/mean/prod/any ("avg" = mean; "any" gives int8 0/1).
 
-    Empty axes give NumPy's identities (sum 0, prod 1, any 0, mean NaN); max/min over an empty axis raise ValueError.
+    Empty axes give the reduction's identity (sum 0, prod 1, any 0, mean NaN, and, unlike NumPy, max -inf and
+    min +inf for floats, the dtype's smallest and largest value for integers: :func:`reduce_identity`), so that
+    every backend agrees with native code's accumulators and no value-independent run-time error remains.
     """
     a = np.asarray(x)
     k = "mean" if kind == "avg" else kind
@@ -294,9 +329,7 @@ def reduce(x: ArrayLike, axes: tuple[int, ...], kind: str) -> np.ndarray:
         return np.asarray(np.any(np.not_equal(a, 0), axis=ax), dtype=np.int8)
     if k in ("max", "min"):
         if empty:
-            if math.prod(out_shape) == 0:
-                return np.empty(out_shape, dtype=a.dtype)
-            raise ValueError(f"reduce {k}: axis {empty[0]} has extent 0, and {k} of an empty axis has no identity")
+            return np.full(out_shape, reduce_identity(k, a.dtype), dtype=a.dtype)
         return np.asarray(np.max(a, axis=ax) if k == "max" else np.min(a, axis=ax))
     if k == "sum":
         return np.asarray(np.sum(a, axis=ax))

@@ -193,8 +193,10 @@ class Interpreter:
             raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
         try:
             out = handler(self, op)
-        except ValueError as e:  # a NumPy kernel refused (e.g. max over an empty axis)
+        except ValueError as e:  # a NumPy kernel refused (e.g. an array too big to index)
             raise FuseRuntimeError(f"{op.name}: {e}", _loc(op)) from e
+        except MemoryError as e:
+            raise FuseRuntimeError(f"{op.name}: out of memory: {e}", _loc(op)) from None
         if out is None:
             return
         if isinstance(out, tuple):
@@ -319,6 +321,8 @@ class Interpreter:
         out = te.names_of(op.indices)
         args = [align(self.get(v), ns, out) for v, ns in zip(op.inputs, te.names_of_each(op.operand_indices))]
         params = te.params_of(op.params)
+        if op.fn.data == "pow" and (bad := nb.negative_int_exponent(*args)) is not None:
+            raise FuseRuntimeError(nb.INT_NEGATIVE_POWER.format(bad), _loc(op))
         res = np.asarray(MAP_FNS[op.fn.data](*args, **params))
         shape = broadcast_shape(*[a.shape for a in args]) if args else ()
         return np.array(np.broadcast_to(res, shape), dtype=te.dtype_of(op.result))

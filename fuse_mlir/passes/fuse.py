@@ -55,6 +55,14 @@ def _has_gather(kernel: ew.GenericOp) -> bool:
     return any(isinstance(o, ew.ExtractOp) for o in kernel.body.block.ops)
 
 
+def _has_checks(kernel: ew.GenericOp) -> bool:
+    """Whether the body checks values at run time (a checked gather or numeric position, an ``ew.assert``)."""
+    return any(
+        isinstance(o, ew.AssertOp) or (isinstance(o, ew.ExtractOp) and o.check is not None)
+        for o in kernel.body.block.ops
+    )
+
+
 def _is_cheap(kernel: ew.GenericOp) -> bool:
     ops = [o for o in kernel.body.block.ops if not isinstance(o, ew.YieldOp)]
     return len(ops) <= CHEAP_BODY_OPS and not any(o.name.startswith("math.") for o in ops)
@@ -180,6 +188,10 @@ class _Fuser(Schedule):
                 return False
         if len(into) < len(c.extents) and not _is_cheap(p):
             return False  # each producer point would be recomputed for every extra consumer dim
+        if len(into) < len(c.extents) and _has_checks(p):
+            # Under the consumer's extra dims the checks would run only where those are non-empty: an
+            # out-of-range index must be an error whatever the consumer's loop space (as on the reference).
+            return False
         if not _allowed(self.target, (p, c)):
             return False
         if self.width(p) + self.width(c) - len(slots) > self.max_operands:

@@ -565,7 +565,7 @@ class EwToLoop:
         bufs = [self.mapped(v) for v in op.inputs]
         tables = [self.mapped(v) for v in op.tables]
         block = op.body.block
-        codes: dict[ew.ExtractOp, int] = {}
+        codes: dict[Operation, int] = {}
 
         def body(ivs: dict[int, SSAValue]) -> list[SSAValue]:
             for k, a in enumerate(block.args):
@@ -580,13 +580,17 @@ class EwToLoop:
                     self.vmap[bop.result] = ivs[bop.dim.value.data]
                 elif isinstance(bop, ew.ExtractOp):
                     self.vmap[bop.result] = self.extract(bop, codes)
+                elif isinstance(bop, ew.AssertOp):
+                    self.assertion(bop, codes)
                 elif isinstance(bop, te.DimOp):
                     self.vmap[bop.result] = self.buffer_dim(self.mapped(bop.source), bop.axis.value.data)
                 else:
                     self.clone(bop)
             raise FuseError("lower-ew-to-loop: an ew.generic body without ew.yield")
 
-        may_reorder = not any(isinstance(o, ew.ExtractOp) and o.check is not None for o in block.ops)
+        may_reorder = not any(
+            (isinstance(o, ew.ExtractOp) and o.check is not None) or isinstance(o, ew.AssertOp) for o in block.ops
+        )
         skip = zero_skip_operand(op) if may_reorder else None
         if skip is not None:
             return [self.zero_skip_nest(op, skip, bufs[skip], body)]
@@ -650,7 +654,15 @@ class EwToLoop:
         level(outer, None, guarded)
         return out
 
-    def extract(self, op: ew.ExtractOp, codes: dict[ew.ExtractOp, int]) -> SSAValue:
+    def assertion(self, op: ew.AssertOp, codes: dict[Operation, int]) -> None:
+        """``loop.check`` of the condition, reporting the value (as an index) and 0."""
+        if op not in codes:
+            codes[op] = self.error(op.message.data, op.loc.data if op.loc else "")
+        value = self.mapped(op.value)
+        as_index = self.val(arith.IndexCastOp(value, INDEX))
+        self.emit(loop.CheckOp(self.mapped(op.cond), as_index, self.index(0), codes[op]))
+
+    def extract(self, op: ew.ExtractOp, codes: dict[Operation, int]) -> SSAValue:
         """Read a table; with ``check``, each position is tested ``0 <= p < extent`` (one unsigned compare)."""
         buf = self.mapped(op.table)
         pos = [self.mapped(p) for p in op.positions]

@@ -29,7 +29,9 @@ fast-math flags already on ``arith``/``math`` ops are kept. With
 ``strict=true`` no fast-math flag is emitted at all.
 
 Beyond the documented ABI: a failing ``fuse_alloc`` (NULL) returns
-:data:`ERR_ALLOC` with ``err = [ERR_ALLOC, nbytes, 0]``, and a failing
+:data:`ERR_ALLOC` with ``err = [ERR_ALLOC, nbytes, alloc_id]``, a buffer whose byte size would pass
+2^63 - 1 returns :data:`ERR_SIZE` with ``err = [ERR_SIZE, alloc_id, 0]`` before anything is allocated
+(:meth:`_Lowering.checked_size`), and a failing
 ``fuse_host_call`` (non-zero status) returns :data:`ERR_HOST_CALL` with
 ``err = [ERR_HOST_CALL, call_id, status]``; host calls are numbered in walk
 order of the ``loop.host_call`` ops (the index into ``fuse.host_calls``). An
@@ -79,7 +81,9 @@ ENTRY = "fuse_main"
 ERR_HOST_CALL = -1
 """Return code of ``fuse_main`` when a host call reported failure."""
 ERR_ALLOC = -2
-"""Return code of ``fuse_main`` when ``fuse_alloc`` returned NULL."""
+"""Return code of ``fuse_main`` when ``fuse_alloc`` returned NULL (``err = [ERR_ALLOC, nbytes, alloc_id]``)."""
+ERR_SIZE = -4
+"""Return code of ``fuse_main`` when a buffer's byte size would pass 2^63 - 1 (``err = [ERR_SIZE, alloc_id, 0]``)."""
 PARALLEL_MIN = 1 << 16
 """Default least work (iterations of the nest's loops) for which a parallel region is split across threads."""
 
@@ -656,17 +660,35 @@ class _Lowering:
         assert isinstance(t, MemRefType)
         dyn = [self.v(e) for e in op.extents]
         extents = [self.const(d) if d >= 0 else dyn[k] for k, d in enumerate(t.get_shape())]
-        nbytes = self.mul(self.numel(extents), self.const(byte_size(t.element_type)))
         aid = alloc_id(op, self.shared.allocs)
         self.shared.allocs += 1
+        nbytes = self.checked_size(extents, byte_size(t.element_type), aid)
         # An alloc that may be bound to a donated input (fuse.reuse) can alias it: no noalias on that call.
         fn = "fuse_alloc_shared" if aid in self.shared.shared_allocs else "fuse_alloc"
         self.declare(fn, [PTR, I64, I64], PTR, noalias_result=fn == "fuse_alloc")
         ptr = self.call(fn, [self.p_rt, nbytes, self.const(aid)], PTR)
         assert ptr is not None
         as_int = self.val(llvm.PtrToIntOp(ptr, I64))
-        self.guard(self.icmp("ne", as_int, self.const(0)), ERR_ALLOC, nbytes, self.const(0))
+        self.guard(self.icmp("ne", as_int, self.const(0)), ERR_ALLOC, nbytes, self.const(aid))
         self.buffers[op.result] = Buf(ptr, extents, llvm_type(t.element_type))
+
+    def checked_size(self, extents: Sequence[SSAValue], elem_bytes: int, aid: int) -> SSAValue:
+        """``elem_bytes`` times the extents' product, failing with :data:`ERR_SIZE` where it would pass 2^63 - 1.
+
+        Each factor is tested before it is multiplied in (``n <= MAX / e``, one
+        unsigned division per dynamic extent, folded for static ones), so the
+        product never wraps: a wrapped size would allocate a short buffer that
+        the kernel then writes past. Extents are never negative.
+        """
+        n = self.const(elem_bytes)
+        limit = self.const((1 << 63) - 1)
+        one = self.const(1)
+        for e in extents:
+            nonzero = self.val(llvm.SelectOp(self.icmp("eq", e, self.const(0)), one, e))
+            room = self.val(llvm.UDivOp(limit, nonzero))
+            self.guard(self.icmp("ule", n, room), ERR_SIZE, self.const(aid), self.const(0))
+            n = self.mul(n, e, nsw=False)
+        return n
 
     def lower_for(self, op: loop.ForOp) -> None:
         for old, new in zip(op.results, self.counted_for(op, self.v(op.lower), self.v(op.upper), None)):

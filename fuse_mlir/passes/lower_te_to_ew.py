@@ -21,14 +21,26 @@ from typing import ClassVar
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.interp.numpy_builtins import INT_NEGATIVE_POWER
 from fuse_mlir.passes.registry import register_pass
 from fuse_mlir.passes.scalar import Body
+
+
+def _finite_or_zero(b: Body, m: SSAValue, dtype: np.dtype) -> SSAValue:
+    """``m`` where finite, else 0: the shift of softmax and logsumexp (as the reference's ``_shifted_exp``).
+
+    Shifting by an infinite max would give inf - inf = NaN at every position;
+    shifting by 0 keeps IEEE's answer (NaN where x is +inf, 0 elsewhere).
+    """
+    finite = b.compare("lt", b.unary_math("abs", m), b.const(np.inf, dtype), dtype)
+    return b.select(finite, m, b.const(0.0, dtype))
+
 
 BodyFn = Callable[[Body, list[SSAValue], list[SSAValue], Callable[[str], SSAValue]], SSAValue]
 
@@ -292,6 +304,17 @@ class TeToEw:
         dtype = te.dtype_of(op.result)
         fn, params = op.fn.data, te.params_of(op.params)
         dts = [i.dtype for i in ins]
+        if fn == "pow" and dtype.kind in "iu" and dts[1].kind == "i":
+            # NumPy refuses an integer raised to a negative integer power; so does every backend (located).
+            loc_attr = op.attributes.get("loc")
+            loc = loc_attr.data if isinstance(loc_attr, StringAttr) else ""
+
+            def checked_pow(b: Body, a: list[SSAValue]) -> SSAValue:
+                ok = b.add(arith.CmpiOp(a[1], b.const(0, dts[1]), "sge"))
+                b.block.add_op(ew.AssertOp(ok, a[1], INT_NEGATIVE_POWER, loc))
+                return b.builtin(fn, a, dts, dtype, params)
+
+            return self.elementwise(ins, out, dtype, checked_pow)
         return self.elementwise(ins, out, dtype, lambda b, a: b.builtin(fn, a, dts, dtype, params))
 
     def lower_BroadcastOp(self, op: te.BroadcastOp) -> SSAValue:
@@ -351,8 +374,7 @@ class TeToEw:
         ext = self.name_extents([xf])
 
         def safe(b: Body, mv: SSAValue) -> SSAValue:
-            finite = b.compare("lt", b.unary_math("abs", mv), b.const(np.inf, dtype), dtype)
-            return b.select(finite, mv, b.const(0.0, dtype))
+            return _finite_or_zero(b, mv, dtype)
 
         def shifted(b: Body, a, t, i):
             return b.unary_math("exp", b.binary("sub", a[0], safe(b, a[1]), dtype))
@@ -370,6 +392,8 @@ class TeToEw:
     def softmax(self, x: In, axis: str, dtype: np.dtype) -> SSAValue:
         """Three kernels over x, no full-size temporary: row max, Σ exp(x - max), exp(x - max) / Σ.
 
+        The max is replaced by 0 where it is not finite (:func:`_finite_or_zero`), as the reference does.
+
         The exponential is recomputed in the last kernel rather than stored:
         with a vectorised exp that is cheaper than writing and re-reading a
         temporary the size of the input.
@@ -379,7 +403,7 @@ class TeToEw:
         ext = self.name_extents([x])
 
         def shifted(b: Body, a):
-            return b.unary_math("exp", b.binary("sub", a[0], a[1], dtype))
+            return b.unary_math("exp", b.binary("sub", a[0], _finite_or_zero(b, a[1], dtype), dtype))
 
         s = self.generic([x, In(m, keep)], [], keep, [axis], "sum", ext, dtype, lambda b, a, t, i: shifted(b, a))
         return self.elementwise(
@@ -501,7 +525,13 @@ class TeToEw:
                 ext.setdefault(_offset_base(a)[0], src_ext[k])
         ext = self.name_extents(gathers, ext)
         dtype = te.dtype_of(op.result)
-        checked = any(a.startswith("#") or a.startswith("$") for a in axes)
+        for k, a in enumerate(axes):
+            if a.startswith("#"):
+                # Checked before the kernel, once: an error whether or not the kernel's loop space is empty.
+                position = self.emit(arith.ConstantOp(IntegerAttr(int(a[1:]), IndexType()))).results[0]
+                message = f"position {{0}} is out of range for axis {k} (extent {{1}})"
+                self.emit(te.CheckDimOp(position, src_ext[k], message, loc, "lt"))
+        checked = any(a.startswith("$") for a in axes)
 
         def body(b: Body, args, tables, idx):
             positions: list[SSAValue] = []
@@ -531,7 +561,9 @@ class TeToEw:
                     clamped = b.add(arith.MinSIOp(b.add(arith.MaxSIOp(shifted, b.index(0))), top))
                     positions.append(clamped)
             if checked:
-                message = "index {0} is out of range for an axis of extent {1}"
+                # A uint64 index travels as a signed detail value: `{0:u}` prints it unsigned (format_details).
+                unsigned = all(g.dtype.kind == "u" for g in gathers)
+                message = f"index {{0{':u' if unsigned else ''}}} is out of range for an axis of extent {{1}}"
                 value = b.add(ew.ExtractOp(tables[0], positions, check=message, loc=loc))
             else:
                 value = b.add(ew.ExtractOp(tables[0], positions))

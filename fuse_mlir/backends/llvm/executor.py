@@ -31,6 +31,7 @@ from fuse_mlir.diagnostics import FuseError, Loc
 from fuse_mlir.frontend.lower import Lowered
 from fuse_mlir.interp.reference import RunResult
 from fuse_mlir.ir import make_context
+from fuse_mlir.passes.check_bounds import checked_build
 from fuse_mlir.passes.lower_loop_to_llvm import PARALLEL_MIN
 from fuse_mlir.program import print_module
 from fuse_mlir.targets import get_target, normalise_opt_level
@@ -61,6 +62,7 @@ def lower_to_loop(
     donate: Sequence[str] = (),
     pipeline: str | None = None,
     verify: bool | None = None,
+    check_bounds: bool = False,
 ) -> ModuleOp:
     """A copy of a tensor_eq module lowered to the loop level by ``target``'s pipeline (:meth:`Target.pipeline`).
 
@@ -70,7 +72,8 @@ def lower_to_loop(
     is verified when ``verify`` is true (default: when the ``FUSE_VERIFY``
     environment variable is set and not ``0``): verification costs about a
     third of the lowering time, and the passes build valid IR by construction
-    (the tests verify every pipeline's output).
+    (the tests verify every pipeline's output). ``check_bounds`` builds
+    checked: every load and store tests its positions (``passes/check_bounds.py``).
     """
     from fuse_mlir.passes.levels import lower_to
     from fuse_mlir.passes.pipeline import Pipeline
@@ -80,6 +83,10 @@ def lower_to_loop(
     spec = pipeline if pipeline is not None else get_target(target).pipeline(opt_level, strict=strict, donate=donate)
     Pipeline.parse(spec, source=f"<{target} {opt_level}>" if pipeline is None else "<pipeline>").run(module, ctx)
     lower_to(module, "loop", ctx)
+    if check_bounds:
+        from fuse_mlir.passes.check_bounds import check_bounds as insert_checks
+
+        insert_checks(module)
     if verify if verify is not None else os.environ.get("FUSE_VERIFY", "0") not in ("", "0"):
         module.verify()
     return module
@@ -139,13 +146,15 @@ def _key(
     pipeline: str | None,
     threads: int,
     parallel_min: int,
+    check_bounds: bool = False,
 ) -> str:
     from fuse_mlir.backends.llvm.diskcache import code_version
     from fuse_mlir.backends.llvm.jit import target_fingerprint
 
     head = (
         f"fuse-kernel 1|{code_version()}|{target_fingerprint()}|strict={strict}|opt_level={opt_level}"
-        f"|donate={','.join(sorted(donate))}|pipeline={pipeline}|threads={threads}|parallel_min={parallel_min}|opt=3\n"
+        f"|donate={','.join(sorted(donate))}|pipeline={pipeline}|threads={threads}|parallel_min={parallel_min}|opt=3"
+        f"|check_bounds={check_bounds}\n"
     )
     return hashlib.sha256(head.encode() + te_text.encode()).hexdigest()
 
@@ -200,19 +209,20 @@ def compile_program(
     cache: bool = True,
     threads: int = 1,
     parallel_min: int = PARALLEL_MIN,
+    check_bounds: bool = False,
 ) -> CompiledProgram:
     """The native program for a tensor_eq module: from the in-memory cache, else the disk cache, else compiled.
 
     The key covers everything that changes the code: the module, ``strict``,
     the optimisation level, the donated inputs (in-place decisions depend on
     them), a custom ``pipeline``, and the thread settings (``threads`` > 1
-    splits parallel loop nests whose work reaches ``parallel_min``).
-    ``cache=False`` skips both caches (and stores nothing).
+    splits parallel loop nests whose work reaches ``parallel_min``), and
+    ``check_bounds`` (the checked build). ``cache=False`` skips both caches (and stores nothing).
     """
     opt = normalise_opt_level(opt_level)
     donated = sorted(donate)
     te_text = print_module(te_module)
-    key = _key(te_text, strict, opt, donated, pipeline, threads, parallel_min) if cache else ""
+    key = _key(te_text, strict, opt, donated, pipeline, threads, parallel_min, check_bounds) if cache else ""
     if cache:
         with _LOCK:
             hit = _CACHE.get(key)
@@ -224,7 +234,9 @@ def compile_program(
                 return _CACHE.setdefault(key, hit)
     t0 = time.perf_counter()
     with gc_paused():
-        loop_module = lower_to_loop(te_module, opt_level=opt, strict=strict, donate=donated, pipeline=pipeline)
+        loop_module = lower_to_loop(
+            te_module, opt_level=opt, strict=strict, donate=donated, pipeline=pipeline, check_bounds=check_bounds
+        )
         kernel = NativeKernel(loop_module, strict=strict, keep_object=cache, threads=threads, parallel_min=parallel_min)
     args, raw_results = _tables(loop_module)
     compiled = CompiledProgram(kernel, args, _result_table(raw_results), loop_module, time.perf_counter() - t0)
@@ -269,7 +281,9 @@ class NativeExecutor:
 
     ``threads`` (default ``FUSE_NUM_THREADS``, else the CPUs available) and
     ``parallel_min`` (default ``FUSE_PARALLEL_MIN``, else 65536) set how parallel
-    loop nests are split (docs/threads.md).
+    loop nests are split (docs/threads.md). ``check_bounds`` (default
+    ``FUSE_CHECK_BOUNDS``) builds checked kernels: every load and store tests
+    its positions against its buffer (docs/runtime.md).
     """
 
     strict: bool = False
@@ -280,6 +294,7 @@ class NativeExecutor:
     donate: Sequence[str] = ()
     threads: int | None = None
     parallel_min: int | None = None
+    check_bounds: bool | None = None
     compiled: dict[int, CompiledProgram] = field(default_factory=dict)
     supports_out: ClassVar[bool] = True
 
@@ -291,6 +306,7 @@ class NativeExecutor:
         self._donate = frozenset(self.donate)
         self._bound: dict[int, _Bound] = {}
         self.threads, self.parallel_min = resolve_threads(self.threads, self.parallel_min)
+        self.check_bounds = checked_build(self.check_bounds)
 
     def program_for(self, lowered: Lowered) -> CompiledProgram:
         key = id(lowered.module)
@@ -309,6 +325,7 @@ class NativeExecutor:
                 cache=self.cache,
                 threads=self.threads or 1,
                 parallel_min=self.parallel_min if self.parallel_min is not None else PARALLEL_MIN,
+                check_bounds=bool(self.check_bounds),
             )
         return self.compiled[key]
 

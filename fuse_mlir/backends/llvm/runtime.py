@@ -44,13 +44,14 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, MemRefType, ModuleO
 from xdsl.ir import Attribute, SSAValue
 
 from fuse_mlir.backends.outputs import fill_out
-from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc, format_details
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.passes.lower_loop_to_llvm import (
     ERR_ALLOC,
     ERR_HOST_CALL,
+    ERR_SIZE,
     PARALLEL_MIN,
     abi_layout,
     alloc_id,
@@ -594,7 +595,7 @@ class NativeKernel:
             if want >= 0 and want != got:
                 raise FuseRuntimeError(f"argument '{s.name}': axis {axis} must have extent {want}, got {got}")
         if not (a.flags.c_contiguous and a.flags.aligned):
-            a = np.ascontiguousarray(a)
+            a = np.array(a, order="C")  # a copy is aligned; ascontiguousarray keeps a misaligned contiguous view
         return a
 
     def __call__(
@@ -775,26 +776,42 @@ class NativeKernel:
                     return _ndarray(shape, dtype, what.reshape(-1).view(np.uint8), 0)
         return _foreign(ptr, shape, dtype).copy()
 
+    def _array_name(self, aid: int) -> str:
+        """How an error names the buffer of ``loop.alloc`` id ``aid``: the result it holds, else a temporary."""
+        for r, k in enumerate(self.spec.result_allocs):
+            if k == aid and r < len(self.result_names):
+                return f"result '{self.result_names[r]}'"
+        return "a temporary array"
+
     def _raise(self, rc: int, ctx: CallState, err: np.ndarray) -> None:
         code, a, b = (int(x) for x in err)
         if ctx.error is not None:
             e = ctx.error
-            if isinstance(e, FuseError | MemoryError):
+            if isinstance(e, MemoryError):
+                if rc == ERR_ALLOC:
+                    raise FuseRuntimeError(out_of_memory(self._array_name(b), a)) from None
+                raise FuseRuntimeError(f"out of memory: {e}") from None
+            if isinstance(e, FuseError):
                 raise e
             if rc == ERR_HOST_CALL and a in self.host_calls:
                 fn, msg = self.host_calls[a].fn, str(e)
                 raise FuseRuntimeError(msg if msg.startswith(fn) else f"{fn}: {msg}") from e
             raise FuseRuntimeError(f"runtime callback failed: {e}") from e
         if rc == ERR_ALLOC:
-            raise MemoryError(f"fuse_alloc could not allocate {a} bytes")
+            raise FuseRuntimeError(out_of_memory(self._array_name(b), a))
+        if rc == ERR_SIZE:
+            raise FuseRuntimeError(
+                f"{self._array_name(a)} would need 2^63 bytes or more: the product of its extents overflows"
+            )
         if 1 <= code <= len(self.errors):
             message, loc = self.errors[code - 1]
-            try:
-                text = message.format(a, b)
-            except (IndexError, KeyError, ValueError):
-                text = message
-            raise FuseRuntimeError(text, _decode_loc(loc))
+            raise FuseRuntimeError(format_details(message, a, b), _decode_loc(loc))
         raise FuseRuntimeError(f"native code failed with code {code} (details {a}, {b})")
+
+
+def out_of_memory(what: str, nbytes: int) -> str:
+    """The message for an allocation the system refused: what it was for and how much was asked, in GiB."""
+    return f"out of memory: {what} needs {nbytes / 2**30:.3g} GiB ({nbytes} bytes)"
 
 
 _ndarray = np.ndarray

@@ -29,11 +29,12 @@ from fuse_mlir.backends.array_walk import check_return_type
 from fuse_mlir.backends.llvm.executor import lower_to_loop
 from fuse_mlir.backends.numba import kernels
 from fuse_mlir.backends.numba.render import render_module
-from fuse_mlir.diagnostics import FuseRuntimeError, Loc
+from fuse_mlir.diagnostics import FuseRuntimeError, Loc, format_details
 from fuse_mlir.dialects import loop
 from fuse_mlir.frontend.lower import Lowered
 from fuse_mlir.interp.loop_interp import main_function, run_host_call, slot_arguments, slot_results
 from fuse_mlir.interp.reference import RunResult
+from fuse_mlir.passes.check_bounds import checked_build
 from fuse_mlir.program import print_module
 
 
@@ -54,13 +55,16 @@ _CACHE: dict[str, NumbaProgram] = {}
 _LOCK = threading.Lock()
 
 
-def compile_numba(te_module: ModuleOp, parallel: bool = True, opt_level: str | int = "O2") -> NumbaProgram:
+def compile_numba(
+    te_module: ModuleOp, parallel: bool = True, opt_level: str | int = "O2", check_bounds: bool = False
+) -> NumbaProgram:
     """Lower a tensor_eq module with the numba target's pipeline (fused loop nests, no inplace, libm math),
-    render it and ``njit`` it (cached by the loop module's text)."""
+    render it and ``njit`` it (cached by the loop module's text). ``check_bounds`` checks every load and store
+    at the loop level (as the llvm backend does) and compiles with numba's own ``boundscheck=True``."""
     t0 = time.perf_counter()
-    loop_module = lower_to_loop(te_module, target="numba", opt_level=opt_level, strict=True)
+    loop_module = lower_to_loop(te_module, target="numba", opt_level=opt_level, strict=True, check_bounds=check_bounds)
     text = print_module(loop_module)
-    key = hashlib.sha256(f"{parallel}|".encode() + text.encode()).hexdigest()
+    key = hashlib.sha256(f"{parallel}|{check_bounds}|".encode() + text.encode()).hexdigest()
     with _LOCK:
         hit = _CACHE.get(key)
     if hit is not None:
@@ -87,7 +91,9 @@ def compile_numba(te_module: ModuleOp, parallel: bool = True, opt_level: str | i
         **constants,
     }
     exec(compile(source, f"<fuse numba {key[:12]}>", "exec"), namespace)  # noqa: S102 - our own rendered code
-    function = numba.njit(parallel=parallel, error_model="numpy", cache=False)(namespace["fuse_main"])
+    function = numba.njit(parallel=parallel, error_model="numpy", cache=False, boundscheck=check_bounds)(
+        namespace["fuse_main"]
+    )
     arg_types = {
         op.slot.value.data: op.result.type  # type: ignore[misc]
         for op in main.walk()
@@ -106,10 +112,18 @@ def compile_numba(te_module: ModuleOp, parallel: bool = True, opt_level: str | i
 
 
 class NumbaExecutor:
-    """Runs lowered programs through numba (``parallel``: prange for parallel loops)."""
+    """Runs lowered programs through numba (``parallel``: prange for parallel loops; ``check_bounds``, default
+    ``FUSE_CHECK_BOUNDS``: the checked build)."""
 
-    def __init__(self, parallel: bool = True, return_type: str = "numpy", opt_level: str | int = "O2"):
+    def __init__(
+        self,
+        parallel: bool = True,
+        return_type: str = "numpy",
+        opt_level: str | int = "O2",
+        check_bounds: bool | None = None,
+    ):
         self.parallel = bool(parallel)
+        self.check_bounds = checked_build(check_bounds)
         self.opt_level = opt_level
         self.return_type = check_return_type(return_type)
         self.compiled: dict[int, NumbaProgram] = {}
@@ -117,7 +131,7 @@ class NumbaExecutor:
     def program_for(self, lowered: Lowered) -> NumbaProgram:
         key = id(lowered.module)
         if key not in self.compiled:
-            self.compiled[key] = compile_numba(lowered.module, self.parallel, self.opt_level)
+            self.compiled[key] = compile_numba(lowered.module, self.parallel, self.opt_level, self.check_bounds)
         return self.compiled[key]
 
     def __call__(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult:
@@ -125,11 +139,16 @@ class NumbaExecutor:
         args = slot_arguments(prog.loop_module, prog.arg_types, arrays, lowered.sources)
         err = np.zeros(3, dtype=np.int64)
         # Rank-0 buffers travel as one-element vectors (see render.Renderer._index).
-        results = prog.function(*[a.reshape(1) if a.ndim == 0 else a for a in args], err)
+        try:
+            results = prog.function(*[a.reshape(1) if a.ndim == 0 else a for a in args], err)
+        except MemoryError as e:  # np.empty inside the kernel: a result or temporary too large for this machine
+            raise FuseRuntimeError(f"out of memory: {e}") from None
+        except ValueError as e:  # np.empty refusing a byte size past the address space (numba's own message)
+            raise FuseRuntimeError(f"an array of this program is too large: {e}") from None
         code = int(err[0])
         if code:
             message, loc = prog.errors[code - 1]
-            raise FuseRuntimeError(message.format(int(err[1]), int(err[2])), Loc.decode(loc) if loc else None)
+            raise FuseRuntimeError(format_details(message, int(err[1]), int(err[2])), Loc.decode(loc) if loc else None)
         # Exports and sinks in slot order; result slots are numbered densely from 0.
         return slot_results(
             prog.loop_module, [r.reshape(()) if k in prog.scalar_results else r for k, r in enumerate(results)]
