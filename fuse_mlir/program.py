@@ -193,7 +193,7 @@ class Program:
 
     def explain(self, format: str = "text") -> str | list[dict[str, Any]]:
         """Per-equation index tables: joined, projected and broadcast indices (``format`` text or json)."""
-        rows = []
+        rows: list[dict[str, Any]] = []
         for eq in self.resolved.equations:
             lhs = [i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName)]
             for sign, term in split_terms(eq.rhs):

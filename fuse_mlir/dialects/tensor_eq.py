@@ -1092,12 +1092,12 @@ class FixpointOp(IRDLOperation):
 
 def counter_type() -> TensorType:
     """The type of a fixpoint's iteration counter and count: a 0-d int64 tensor."""
-    return tensor_type(np.int64, [])
+    return tensor_type(np.dtype(np.int64), [])
 
 
 def flag_type() -> TensorType:
     """The type of a fixpoint's converged flag: a 0-d int8 tensor."""
-    return tensor_type(np.int8, [])
+    return tensor_type(np.dtype(np.int8), [])
 
 
 STRUCTURAL_OPS: tuple[type[Operation], ...] = (
