@@ -315,7 +315,7 @@ class StreamingRunner(Runner):
                 else:
                     arrays[state_name(name, d)] = self._zeros(name, given)
         result = self.step_runner.run(arrays, write_sinks=write_sinks, out=out)
-        self._last = self.step_runner._last
+        self._last = self.step_runner._last_run()
         for name in self.plan.window:
             value = given[name] if name not in self.plan.defined else result[name]
             self.history[name].append(np.array(value))
