@@ -121,9 +121,7 @@ def _params(lang: str) -> list:
     out = []
     for doc in CHECKED_DOCS:
         for ex in examples(doc, lang):
-            marks = [pytest.mark.xfail(strict=True, reason=f"known bug: {ex.code.known_bug}")] * bool(
-                ex.code.known_bug
-            )
+            marks = [pytest.mark.xfail(strict=True, reason=f"known bug: {ex.code.known_bug}")] * bool(ex.code.known_bug)
             out.append(pytest.param(ex, id=ex.id, marks=marks))
     return out
 

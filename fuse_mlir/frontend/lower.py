@@ -170,9 +170,7 @@ def _unknown_rank_error(name: str, ref: A.TensorRef, expr: A.Expr, lhs: Sequence
     index used as a value, which the language has no meaning for; anything
     else is an input whose rank nothing fixes (a scalar input is ``s[]``).
     """
-    indices = set(lhs) | {
-        i.name for r in tensor_refs(expr) for i in r.indices or () if isinstance(i, A.IndexName)
-    }
+    indices = set(lhs) | {i.name for r in tensor_refs(expr) for i in r.indices or () if isinstance(i, A.IndexName)}
     in_gather = any(
         ref is inner
         for r in tensor_refs(expr)
