@@ -178,7 +178,7 @@ def dense_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     if arr.dtype == np.bool_:
         arr = arr.astype(np.int8)
     t = TensorType(element_type(arr.dtype), list(arr.shape))
-    return DenseIntOrFPElementsAttr(t, BytesAttr(arr.astype(arr.dtype.newbyteorder("<")).tobytes()))
+    return DenseIntOrFPElementsAttr(t, BytesAttr(arr.astype(arr.dtype.newbyteorder("<")).tobytes()))  # type: ignore[arg-type]
 
 
 def dense_value(attr: DenseIntOrFPElementsAttr) -> np.ndarray:

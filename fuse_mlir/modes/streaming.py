@@ -209,7 +209,7 @@ def _state_shape(step: Program, arrays: Mapping[str, np.ndarray], name: str) -> 
             k = op.axis.value.data
             env[op.result] = ("axis", k) if s == ("state",) else (s[k] if isinstance(s, tuple) else None)
         elif isinstance(op, arith.ConstantOp):
-            env[op.result] = int(op.value.value.data)  # type: ignore[attr-defined]
+            env[op.result] = int(op.value.value.data)  # type: ignore[union-attr]
         elif isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq":
             a, b = env.get(op.lhs), env.get(op.rhs)
             for x, y in ((a, b), (b, a)):
