@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def schedule_table(name: str, schedule: Schedule, length: int) -> tuple[float, .
     elif isinstance(schedule, tuple) and schedule and schedule[0] == "linear":
         if len(schedule) != 4 or not all(isinstance(x, int | float) for x in schedule[1:]):
             raise FuseError(f"{what}: a linear ramp is ('linear', t0, t1, n) with numbers t0, t1 and an iteration n")
-        _, t0, t1, n = schedule
+        _, t0, t1, n = cast(tuple[str, float, float, float], schedule)
         if n < 0 or int(n) != n:
             raise FuseError(f"{what}: the ramp length n must be a non-negative integer (got {n})")
         values = [float(t1) if n == 0 or it >= n else t0 + (t1 - t0) * it / n for it in range(length)]

@@ -125,7 +125,7 @@ def _parse_message(err: ParseError) -> str:
 
 # Where each parsed op came from: its first token's span (converted to a Loc only when asked,
 # since counting lines for every op would make parsing quadratic) or a Loc set by a pass.
-_OP_LOCS: WeakKeyDictionary[Operation, tuple[Span, str] | Loc] = WeakKeyDictionary()
+_OP_LOCS: WeakKeyDictionary[Operation, tuple[Span[str], str] | Loc] = WeakKeyDictionary()
 
 
 def op_loc(op: Operation) -> Loc | None:
@@ -187,7 +187,7 @@ def parse_mlir(
         parser = _LocatingParser(make_context(allow_unregistered=allow_unregistered), text, filename)
         module = parser.parse_module()
     except ParseError as err:
-        raise FuseError(_parse_message(err), span_loc(err.span, filename)) from None
+        raise FuseError(_parse_message(err), span_loc(err.span, filename)) from None  # type: ignore[arg-type]  # text input: a Span[str]
     except DiagnosticException as err:
         # Attribute/type constructors may verify while parsing; point at the current token.
         loc = span_loc(parser._current_token.span, filename) if parser is not None else Loc(filename, 1, 1)

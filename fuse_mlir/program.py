@@ -198,9 +198,9 @@ class Program:
         equation's operator; ``calls`` lists what each call works along
         (``axis``, or the two axes a one-argument ``concat`` ``flattens`` and
         the index they go ``into``) and the indices it ``projected`` inside
-        before that (LANGUAGE.md §4, "Function calls").
+        before that.
         """
-        rows = []
+        rows: list[dict[str, Any]] = []
         for eq in self.resolved.equations:
             lhs = [i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName)]
             dotted = next((i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName) and i.dotted), None)
@@ -285,7 +285,8 @@ class Runner:
     mode: str = "single"
     profile: bool = False
     rewrite: Any = field(default=None, repr=False)  # (lowered, arrays) -> (lowered, arrays): Monte Carlo projection
-    _last: Any = field(default=None, repr=False)  # modes.trace.LastRun of the latest run
+    _last: Any = field(default=None, repr=False)  # the latest call: a modes.trace.LastRun, or the direct path's
+    # (lowered, inputs, seconds), turned into one when asked for
     _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
     _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
 
@@ -299,7 +300,8 @@ class Runner:
             t0 = time.perf_counter()
             result = fast(inputs, out)
             if result is not None:
-                self._record(lowered, inputs, time.perf_counter() - t0, 0.0)
+                # Recorded raw (a tuple costs nothing next to the call); explain() builds the record from it.
+                self._last = (lowered, inputs, time.perf_counter() - t0)
                 return result
         return self.run(inputs, out=out)
 
@@ -324,9 +326,17 @@ class Runner:
     def explain(self, format: str = "text") -> Any:
         """The trace of the latest call: compile and run time apart, per group iterations, time, kernels,
         FLOPs, bytes (text or json); every call updates it, the direct path of repeated calls included."""
-        if self._last is None:
+        last = self._last_run()
+        if last is None:
             raise FuseRuntimeError("explain() describes the latest run: call the runner first")
-        return self._last.trace().render(format)
+        return last.trace().render(format)
+
+    def _last_run(self) -> Any:
+        """The latest call's :class:`~fuse_mlir.modes.trace.LastRun` (built here for a call of the direct path)."""
+        if isinstance(self._last, tuple):
+            lowered, inputs, seconds = self._last
+            self._record(lowered, inputs, seconds, 0.0)
+        return self._last
 
     def input_names(self) -> list[str]:
         return list(self._input_specs())

@@ -47,10 +47,37 @@ def _fuse_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 # The quick subset, `python -m pytest -m "not slow"`, leaves out what takes minutes rather than seconds: the
-# hypothesis fuzzers and big workloads (whole files), numba and torch.compile runs (numba compiles each program
-# for seconds; torch.compile starts a C++ compiler), and the examples re-run on the native backend.
-SLOW_FILES = frozenset({"test_properties.py", "test_workloads.py", "test_threads.py", "test_compile_cache.py"})
-SLOW_WORDS = ("numba", "torch_compile", "[torch-", "-torch]", "[jax-", "-jax]")
+# hypothesis fuzzers and random-program corpora, big workloads, the lit suite (a subprocess per RUN line), the
+# examples x pipelines grid, tests that start fresh interpreters, the hand-off frameworks (numba, jax, torch and
+# torch.compile compile each program for seconds) and the docs examples re-run natively. CI runs everything.
+SLOW_FILES = frozenset(
+    {
+        "test_properties.py",
+        "test_workloads.py",
+        "test_threads.py",
+        "test_compile_cache.py",
+        "test_lit.py",
+        "test_handoff_backends.py",
+    }
+)
+SLOW_WORDS = (
+    "random_programs",
+    "random_recursive",
+    "fuzz",
+    "across_processes",
+    "every_process",
+    "in_a_fresh",
+    "numba",
+    "torch_compile",
+    "test_opt_pipelines.py::test_examples",
+    "test_opt_pipelines.py::test_workloads",
+    "installed_plugin",
+    "test_command_line_json_matches_the_library",
+    "test_example_runs_from_the_command_line",
+    "semi_naive_equals_naive",
+    "test_fuse_example_llvm",
+    "test_slice_len_matches_python",
+)
 
 
 def _needs_cxx(item: pytest.Item) -> bool:

@@ -4,8 +4,8 @@ A fenced ```fuse block is a whole program; the ```output block right after it
 is what ``fuse run prog.fuse`` prints for it (the exports as
 :func:`fuse_mlir.program.format_exports` writes them), and an ```error block
 is the first line of the error it reports (the file is called ``prog.fuse``).
-A comment line ``# fuse run prog.fuse --mode M`` in the program picks the run
-mode. Programs resolve their source files against the repository root and
+A comment line ``# fuse run prog.fuse --mode M [--steps N]`` in the program
+picks the run mode (and the number of streaming steps). Programs resolve their source files against the repository root and
 write their sinks under a temporary folder.
 
 A ```python block is run as a script (from the repository root); an
@@ -38,6 +38,7 @@ CHECKED_DOCS = ("docs/language.md", "README.md")
 
 _FENCE = re.compile(r"^```(\w[\w-]*)?\s*$")
 _MODE = re.compile(r"^#\s*fuse run prog\.fuse\b.*--mode\s+(\w+)", re.M)
+_STEPS = re.compile(r"^#\s*fuse run prog\.fuse\b.*--steps\s+(\d+)", re.M)
 _KNOWN_BUG = re.compile(r"<!--\s*known-bug:\s*(.*?)\s*-->")
 
 
@@ -108,7 +109,10 @@ def run_fuse(text: str, out_root: Path, backend: str) -> str:
     try:
         prog = Program(text, "prog.fuse", ROOT)
         runner = prog.compile(backend, out_root=out_root, mode=mode.group(1) if mode else "single")
-        return format_exports(runner.run({})) + "\n"
+        steps = _STEPS.search(text)
+        for _ in range(int(steps.group(1)) if steps else 1):
+            exports = runner.run({})
+        return format_exports(exports) + "\n"
     except FuseError as err:
         return str(err).splitlines()[0] + "\n"
 
@@ -117,9 +121,7 @@ def _params(lang: str) -> list:
     out = []
     for doc in CHECKED_DOCS:
         for ex in examples(doc, lang):
-            marks = [pytest.mark.xfail(strict=True, reason=f"known bug: {ex.code.known_bug}")] * bool(
-                ex.code.known_bug
-            )
+            marks = [pytest.mark.xfail(strict=True, reason=f"known bug: {ex.code.known_bug}")] * bool(ex.code.known_bug)
             out.append(pytest.param(ex, id=ex.id, marks=marks))
     return out
 

@@ -141,4 +141,27 @@ def test_boolean_reference_with_non_index_argument_is_unknown_function():
 
 def test_rank_of_bare_input_is_unknown():
     err = compile_error("Y = X")
-    assert "rank of input X is unknown" in err.message
+    assert "input X is used without indices, so its rank is unknown: write X[] for a scalar input" in err.message
+
+
+@pytest.mark.parametrize(
+    "src, col, message",
+    [
+        ("Y[i,j] = X[i] (i != j)", 16, "index i is used as a value: an index names an axis"),
+        ("Y[i,j] = X[i] + j", 17, "index j is used as a value"),
+        ("Y[i] = X[i+a]", 10, "index i is used as a value inside an index position"),
+        ("Y[i] = X[i] s", 13, "input s is used without indices, so its rank is unknown: write s[] for a scalar"),
+    ],
+)
+def test_index_used_as_value_and_bare_scalar_input_say_what_they_are(src: str, col: int, message: str):
+    """Issue 18: these used to say "the rank of input i is unknown ... (e.g. i[i])" for an index."""
+    err = compile_error(src)
+    assert message in err.message
+    assert err.loc is not None and (err.loc.line, err.loc.col) == (1, col)
+
+
+def test_topk_outside_a_sink_and_call_syntax_on_a_boolean_tensor():
+    err = compile_error("Y[i] = topk(X[i,j], k=2)")
+    assert err.message.startswith("topk(...) is only allowed as the value of a sink")
+    err = compile_error("Parent(x,y) = E(x,y)\nY(y) = Parent(0.5, y)")
+    assert "unknown function 'Parent'" in err.message and "boolean tensor reference takes index names" in err.message

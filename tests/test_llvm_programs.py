@@ -114,7 +114,7 @@ class TestErrors:
         np.testing.assert_allclose(got, x.sum(1))
 
     def test_unknown_option(self):
-        with pytest.raises(TypeError):
+        with pytest.raises(FuseError, match=r"the llvm backend has no option bogus \(its options: strict, opt_level"):
             Program("Y[i] = X[i]").compile("llvm", bogus=True)
 
 

@@ -121,6 +121,6 @@ def auto_executor(**options: Any) -> Any:
         options = {k: v for k, v in options.items() if k != "device"}
         if options.get("return_type", "numpy") in ("numpy", "native"):
             options.pop("return_type", None)  # llvm's exports are NumPy arrays: its native type
-    executor = get_backend(name, **options)
+    executor: Any = get_backend(name, **options)
     executor.backend_name = name
     return executor

@@ -175,7 +175,7 @@ def save_exports(exports: Mapping[str, np.ndarray], path: str) -> None:
                 np.save(f, next(iter(exports.values())), allow_pickle=False)
         elif ext == ".npz":
             with open(target, "wb") as f:
-                np.savez(f, **exports)
+                np.savez(f, **dict(exports))  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
         else:
             target.write_text(exports_to_json(exports) + "\n", encoding="utf-8")
     except OSError as exc:

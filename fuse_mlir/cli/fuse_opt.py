@@ -271,7 +271,7 @@ def split_chunks(text: str, comment: str) -> list[tuple[int, str]]:
     """``text`` cut at lines ``<comment> -----``: (number of lines before the chunk, chunk text) per chunk."""
     separator = re.compile(rf"\s*{re.escape(comment)} -----\s*\Z")
     chunks: list[tuple[int, str]] = []
-    start, current = 0, []
+    start, current = 0, list[str]()
     for number, line in enumerate(text.splitlines(keepends=True)):
         if separator.match(line):
             chunks.append((start, "".join(current)))

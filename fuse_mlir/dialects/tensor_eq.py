@@ -178,7 +178,7 @@ def dense_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     if arr.dtype == np.bool_:
         arr = arr.astype(np.int8)
     t = TensorType(element_type(arr.dtype), list(arr.shape))
-    return DenseIntOrFPElementsAttr(t, BytesAttr(arr.astype(arr.dtype.newbyteorder("<")).tobytes()))
+    return DenseIntOrFPElementsAttr(t, BytesAttr(arr.astype(arr.dtype.newbyteorder("<")).tobytes()))  # type: ignore[arg-type]
 
 
 def dense_value(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
@@ -1092,12 +1092,12 @@ class FixpointOp(IRDLOperation):
 
 def counter_type() -> TensorType:
     """The type of a fixpoint's iteration counter and count: a 0-d int64 tensor."""
-    return tensor_type(np.int64, [])
+    return tensor_type(np.dtype(np.int64), [])
 
 
 def flag_type() -> TensorType:
     """The type of a fixpoint's converged flag: a 0-d int8 tensor."""
-    return tensor_type(np.int8, [])
+    return tensor_type(np.dtype(np.int8), [])
 
 
 STRUCTURAL_OPS: tuple[type[Operation], ...] = (

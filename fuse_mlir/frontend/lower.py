@@ -173,6 +173,41 @@ def item_text(item: A.IndexItem) -> str:
     return "?"
 
 
+def _unknown_rank_error(name: str, ref: A.TensorRef, expr: A.Expr, lhs: Sequence[str]) -> FuseError:
+    """The error for a bare name used nowhere with indices: what it most likely is, and the fix.
+
+    A name that is also an index of the equation (``i != j``, ``X[i+a]``) is an
+    index used as a value, which the language has no meaning for; anything
+    else is an input whose rank nothing fixes (a scalar input is ``s[]``).
+    """
+    indices = set(lhs) | {i.name for r in tensor_refs(expr) for i in r.indices or () if isinstance(i, A.IndexName)}
+    in_gather = any(
+        ref is inner
+        for r in tensor_refs(expr)
+        for item in r.indices or ()
+        if isinstance(item, A.IndexTensor)
+        for inner in tensor_refs(item.expr)
+    )
+    if name in indices and in_gather:
+        return FuseError(
+            f"index {name} is used as a value inside an index position: there an index is written {name}, "
+            f"{name}+1 or {name}-1 (a number offset), or an integer tensor gathers positions (X[P[{name}]]); "
+            "arithmetic with another name is not an index",
+            ref.loc,
+        )
+    if name in indices:
+        return FuseError(
+            f"index {name} is used as a value: an index names an axis and has no value of its own; compare or "
+            f"compute with tensors indexed by it (e.g. a tensor Eye[i,j] for i == j), or use even({name})/odd({name})",
+            ref.loc,
+        )
+    return FuseError(
+        f"input {name} is used without indices, so its rank is unknown: write {name}[] for a scalar input, or give "
+        f"its indices ({name}[i]) in at least one place",
+        ref.loc,
+    )
+
+
 def tensor_refs(e: A.Expr) -> list[A.TensorRef]:
     """Every tensor reference inside an expression, gathers included, in order."""
     out: list[A.TensorRef] = []
@@ -486,7 +521,12 @@ class Lowerer:
             for r in tensor_refs(item.expr)
         }
         self.input_names: dict[str, list[str]] = {}
-        for expr in exprs:
+        lhs_names = [
+            [i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName)]
+            for eqs in groups.values()
+            for _, eq in eqs
+        ] + [[] for _ in self.prog.sinks]
+        for expr, lhs in zip(exprs, lhs_names):
             for ref in tensor_refs(expr):
                 names = [i.name for i in ref.indices or () if isinstance(i, A.IndexName)]
                 if len(names) == len(ref.indices or ()) and len(set(names)) == len(names):
@@ -495,9 +535,7 @@ class Lowerer:
                 if n in groups or n in sources or n in specs:
                     continue
                 if n not in self.ranks:
-                    raise FuseError(
-                        f"the rank of input {n} is unknown: use it with indices somewhere (e.g. {n}[i])", ref.loc
-                    )
+                    raise _unknown_rank_error(n, ref, expr, lhs)
                 default = np.int64 if n in index_inputs else np.float64
                 dtype = np.dtype(self.input_dtypes.get(n, default))
                 specs[n] = InputSpec(n, self.ranks[n][0], dtype, ref.loc)

@@ -209,7 +209,7 @@ def _state_shape(step: Program, arrays: Mapping[str, np.ndarray], name: str) -> 
             k = op.axis.value.data
             env[op.result] = ("axis", k) if s == ("state",) else (s[k] if isinstance(s, tuple) else None)
         elif isinstance(op, arith.ConstantOp):
-            env[op.result] = int(op.value.value.data)  # type: ignore[attr-defined]
+            env[op.result] = int(op.value.value.data)  # type: ignore[union-attr]
         elif isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq":
             a, b = env.get(op.lhs), env.get(op.rhs)
             for x, y in ((a, b), (b, a)):
@@ -315,7 +315,7 @@ class StreamingRunner(Runner):
                 else:
                     arrays[state_name(name, d)] = self._zeros(name, given)
         result = self.step_runner.run(arrays, write_sinks=write_sinks, out=out)
-        self._last = self.step_runner._last
+        self._last = self.step_runner._last_run()
         for name in self.plan.window:
             value = given[name] if name not in self.plan.defined else result[name]
             self.history[name].append(np.array(value))

@@ -29,7 +29,7 @@ the module unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -94,7 +94,9 @@ class _Fuser(Schedule):
     def width(self, kernel: ew.GenericOp) -> int:
         return len(kernel.inputs) + len(kernel.tables)
 
-    def replace(self, old: list[tuple[SSAValue, SSAValue]], new: ew.GenericOp, at: Operation, dead: list[Operation]):
+    def replace(
+        self, old: Sequence[tuple[SSAValue, SSAValue]], new: ew.GenericOp, at: Operation, dead: list[Operation]
+    ):
         self.block.insert_op_before(new, at)
         for a, b in old:
             a.replace_all_uses_with(b)

@@ -9,7 +9,7 @@ or nowhere when none is active, so passes never need to know who listens.
 from __future__ import annotations
 
 from collections import defaultdict
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from types import TracebackType
 
 _ACTIVE: ContextVar[Statistics | None] = ContextVar("fuse_mlir_pass_statistics", default=None)
@@ -20,7 +20,7 @@ class Statistics:
 
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = defaultdict(dict)
-        self._token = None
+        self._token: Token[Statistics | None] | None = None
 
     def __enter__(self) -> Statistics:
         self._token = _ACTIVE.set(self)

@@ -76,7 +76,7 @@ def _foreign(ptr: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
     if count == 0:
         return np.empty(tuple(shape), dtype=dtype)
     raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
-    return np.frombuffer(raw, dtype=dtype).reshape(tuple(shape))
+    return np.frombuffer(raw, dtype=dtype).reshape(tuple(shape))  # type: ignore[call-overload]  # a ctypes buffer
 
 
 _HOST_CALL_TYPE = ctypes.CFUNCTYPE(

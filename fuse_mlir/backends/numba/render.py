@@ -325,7 +325,7 @@ class Renderer:
         carried = [f"{self.name(r)}" for r in op.results]
         for c, init in zip(carried, op.inits):
             self.emit(depth, f"{c} = {self.name(init)}")
-        step_is_one = isinstance(op.step.owner, arith.ConstantOp) and op.step.owner.value.value.data == 1  # type: ignore[attr-defined]
+        step_is_one = isinstance(op.step.owner, arith.ConstantOp) and op.step.owner.value.value.data == 1  # type: ignore[union-attr]
         use_prange = self.parallel and op.parallel is not None and not in_prange and not op.inits and step_is_one
         rng = (
             f"prange({self.name(op.lower)}, {self.name(op.upper)})"
