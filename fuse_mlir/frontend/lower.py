@@ -1287,10 +1287,15 @@ class Lowerer:
         eq = self.prog.equations[self.eq_id] if self.eq_id >= 0 else None
         lhs_names = [i.name for i in (eq.lhs.indices or ()) if isinstance(i, A.IndexName)] if eq else []
         if b.name == "case":
-            args = list(call.args)
-            default = args.pop() if len(args) % 2 == 1 else None
-            pairs = [(args[k], args[k + 1]) for k in range(0, len(args), 2)]
-            return self.lower_select(pairs, default, proj, needed)
+            # case(c1, v1, ..., default) is a call: each argument projects what the others do not share (§4).
+            argnames = [free_indices(a) for a in call.args]
+            vals = [
+                self.lower_arg(a, proj, needed, None, other_arg_indices(argnames, k)) for k, a in enumerate(call.args)
+            ]
+            result: Val = vals.pop() if len(vals) % 2 == 1 else Weak(0)
+            for k in range(len(vals) - 2, -1, -2):
+                result = self.map("select", [vals[k], vals[k + 1], result])
+            return result
         if b.name == "const":
             arr = literal_array(call.args[0])
             op = self.emit(te.ConstantOp(arr, lhs_names[: arr.ndim]))
