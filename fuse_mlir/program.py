@@ -164,7 +164,7 @@ class Program:
         the index they go ``into``) and the indices it ``projected`` inside
         before that (LANGUAGE.md §4, "Function calls").
         """
-        rows = []
+        rows: list[dict[str, Any]] = []
         for eq in self.resolved.equations:
             lhs = [i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName)]
             dotted = next((i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName) and i.dotted), None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -124,7 +125,9 @@ def flatten_axes(arg_indices: list[str], lhs_indices: list[str], loc: Loc) -> tu
     return free[-2], free[-1]
 
 
-def call_arg_keep(arg_indices: list[str], others: set[str], needed: set[str], axes: set[str]) -> list[str]:
+def call_arg_keep(
+    arg_indices: list[str], others: AbstractSet[str], needed: AbstractSet[str], axes: AbstractSet[str]
+) -> list[str]:
     """The indices a call argument is evaluated over (LANGUAGE.md §4 "Function calls"); the rest are projected inside.
 
     An argument keeps the indices it shares with the rest of the equation
