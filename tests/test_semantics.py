@@ -291,6 +291,18 @@ CALL_PROJECTION_CASES = [
         lambda: np.maximum(T3.sum(2), U2).sum(1),
     ),
     (
+        "select projects an index only one argument has",
+        "Y[i] = select(C[i] > 0, X[i,j], 1)",
+        dict(C=C, X=X),
+        lambda: np.where(C > 0, X.sum(1), 1),
+    ),
+    (
+        "case(...) projects like select",
+        "Y[i] = case(C[i] > 0, X[i,j], C[i] < -1, 2, 1)",
+        dict(C=C, X=X),
+        lambda: np.where(C > 0, X.sum(1), np.where(C < -1, 2, 1)),
+    ),
+    (
         "nested calls project at each level",
         "Y[a, b.] = softmax(relu(T[a,b,c]))",
         dict(T=T3),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -570,7 +570,7 @@ def _contract(s: _State, op: te.ContractOp) -> Array:
             [xp.astype(a, work) for a in arrays],
             names,
             out,
-            lambda arrs, ns, o: xp.einsum(einsum_spec(ns, o), *arrs),
+            lambda arrs, ns, o: xp.einsum(einsum_spec([[str(n) for n in x] for x in ns], [str(n) for n in o]), *arrs),
             kit,
             linear=True,
         )
@@ -579,21 +579,23 @@ def _contract(s: _State, op: te.ContractOp) -> Array:
             res = res / count if count else xp.zeros(res.shape, work) + np.nan
         return xp.astype(res, dtype)
 
-    def kernel(arrs: list[Array], ns_list: list[tuple], o: tuple) -> Array:
-        every = distinct(ns_list)
-        extent: dict = {}
-        for a, ns in zip(arrs, ns_list):
+    def kernel(arrs: list[Array], ns_list: list[tuple[Hashable, ...]], o: tuple[Hashable, ...]) -> Array:
+        axes_of = [[str(n) for n in ns] for ns in ns_list]
+        every = [str(n) for n in distinct(ns_list)]
+        kept = [str(n) for n in o]
+        extent: dict[str, int] = {}
+        for a, ns in zip(arrs, axes_of):
             for n, size in zip(ns, a.shape):
                 extent.setdefault(n, size)
         prod = None
-        for a, ns in zip(arrs, ns_list):
+        for a, ns in zip(arrs, axes_of):
             x = xp.align(a, ns, every)
             prod = x if prod is None else prod * x
         assert prod is not None
         prod = xp.broadcast_to(prod, [extent[n] for n in every])
-        axes = tuple(k for k, n in enumerate(every) if n not in o)
+        axes = tuple(k for k, n in enumerate(every) if n not in kept)
         res = xp.reduce_checked(prod, axes, proj)
-        return xp.align(res, [n for n in every if n in o], o)
+        return xp.align(res, [n for n in every if n in kept], kept)
 
     combine = {"max": xp.maximum, "min": xp.minimum, "prod": lambda a, b: a * b}[proj]
     kit = ArrayKit(xp.stack, lambda shape: xp.zeros(shape, dtype), combine)

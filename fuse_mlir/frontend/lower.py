@@ -16,6 +16,7 @@ interpreter's results can never disagree. Literals are weak (NEP 50).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -676,11 +677,11 @@ class Lowerer:
                                 "to name the flattened axis",
                                 x.loc,
                             )
-                        a, c = flatten_axes(names, lhs_names, x.loc)
+                        outer, inner = flatten_axes(names, lhs_names, x.loc)
                         w = Where(fresh[0], "concat(...)", x.loc)
-                        ka, kc = local(eid, a, w), local(eid, c, w)
+                        ka, kc = local(eid, outer, w), local(eid, inner, w)
                         dims.add_def(local(eid, fresh[0], w), DimDef("derived", ("mul", (ka, kc)), w))
-                        kw = (("axis", fresh[0]), (FLATTEN_OUTER, a), (FLATTEN_INNER, c))
+                        kw = (("axis", fresh[0]), (FLATTEN_OUTER, outer), (FLATTEN_INNER, inner))
                         return A.Call(
                             "__flatten__", (args[0],), tuple((k, A.TensorRef(n, None, x.loc)) for k, n in kw), x.loc
                         )
@@ -1232,7 +1233,7 @@ class Lowerer:
         raise FuseError(f"{call.name}(): {key}= must be a literal or a declared constant", v.loc)
 
     def lower_arg(
-        self, arg: A.Expr, proj: str, needed: set[str], axis: str | None = None, others: set[str] = frozenset()
+        self, arg: A.Expr, proj: str, needed: set[str], axis: str | None = None, others: AbstractSet[str] = frozenset()
     ) -> Val:
         """A call argument over the indices :func:`call_arg_keep` names; its other indices are projected inside.
 
@@ -1305,13 +1306,13 @@ class Lowerer:
             )
             return TV(op.results[0], tuple(out))
         if b.kind is bi.Kind.INDEX_FN:
-            names = free_indices(call)
-            if len(names) != 1:
+            index = free_indices(call)
+            if len(index) != 1:
                 raise FuseError(f"{b.name}() takes one index name", call.loc)
             op = self.emit(
-                te.GenerateOp(b.name, [self.extent(self.L(names[0]))], names, self.ttype(np.dtype(np.int8), names))
+                te.GenerateOp(b.name, [self.extent(self.L(index[0]))], index, self.ttype(np.dtype(np.int8), index))
             )
-            return TV(op.results[0], tuple(names))
+            return TV(op.results[0], tuple(index))
         if b.kind is bi.Kind.CONSTRUCTOR:
             return self.lower_constructor(call, b, proj, needed)
         if b.kind is bi.Kind.BLOCK:
@@ -1328,10 +1329,15 @@ class Lowerer:
         eq = self.prog.equations[self.eq_id] if self.eq_id >= 0 else None
         lhs_names = [i.name for i in (eq.lhs.indices or ()) if isinstance(i, A.IndexName)] if eq else []
         if b.name == "case":
-            args = list(call.args)
-            default = args.pop() if len(args) % 2 == 1 else None
-            pairs = [(args[k], args[k + 1]) for k in range(0, len(args), 2)]
-            return self.lower_select(pairs, default, proj, needed)
+            # case(c1, v1, ..., default) is a call: each argument projects what the others do not share (§4).
+            argnames = [free_indices(a) for a in call.args]
+            vals = [
+                self.lower_arg(a, proj, needed, None, other_arg_indices(argnames, k)) for k, a in enumerate(call.args)
+            ]
+            result: Val = vals.pop() if len(vals) % 2 == 1 else Weak(0)
+            for k in range(len(vals) - 2, -1, -2):
+                result = self.map("select", [vals[k], vals[k + 1], result])
+            return result
         if b.name == "const":
             arr = literal_array(call.args[0])
             op = self.emit(te.ConstantOp(arr, lhs_names[: arr.ndim]))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -124,7 +125,9 @@ def flatten_axes(arg_indices: list[str], lhs_indices: list[str], loc: Loc) -> tu
     return free[-2], free[-1]
 
 
-def call_arg_keep(arg_indices: list[str], others: set[str], needed: set[str], axes: set[str]) -> list[str]:
+def call_arg_keep(
+    arg_indices: list[str], others: AbstractSet[str], needed: AbstractSet[str], axes: AbstractSet[str]
+) -> list[str]:
     """The indices a call argument is evaluated over (LANGUAGE.md §4 "Function calls"); the rest are projected inside.
 
     An argument keeps the indices it shares with the rest of the equation
@@ -190,7 +193,7 @@ def _call_free_indices(call: A.Call) -> list[str]:
         names += [v.name for k, v in call.kwargs if k == "axis" and isinstance(v, A.TensorRef)]
         return names
     if b.kind is bi.Kind.CONSTRUCTOR:
-        return []
+        return _ordered_union(args) if b.name == "case" else []
     if b.kind is bi.Kind.REDUCE_AXIS or (b.name in ("max", "min") and len(call.args) == 1):
         axis = call_axis_name(call, args[0]) if args else None
         return [n for n in args[0] if n != axis] if args else []
@@ -257,10 +260,10 @@ def _explain_elem(e: A.Expr, needed: set[str], lhs: list[str], dotted: str | Non
 
 def _explain_call(call: A.Call, needed: set[str], lhs: list[str], dotted: str | None, calls: list[dict]) -> list[str]:
     b = bi.lookup(call.name)
-    if b is None or b.kind in (bi.Kind.INDEX_FN, bi.Kind.CONSTRUCTOR, bi.Kind.BLOCK):
-        if b is not None and b.name == "case":
-            inner = needed | set(free_indices(call))
-            return _ordered_union([_explain_elem(a, inner, lhs, dotted, calls) for a in call.args])
+    elementwise = b is not None and (
+        b.name == "case" or b.kind is bi.Kind.ELEMENTWISE and not (b.name in ("max", "min") and len(call.args) == 1)
+    )
+    if b is None or not elementwise and b.kind in (bi.Kind.INDEX_FN, bi.Kind.CONSTRUCTOR, bi.Kind.BLOCK):
         return free_indices(call)
     argnames = [free_indices(a) for a in call.args]
     record: dict = {"call": b.name}
@@ -275,7 +278,7 @@ def _explain_call(call: A.Call, needed: set[str], lhs: list[str], dotted: str | 
         def out_of(kept: list[list[str]]) -> list[str]:
             return [n for n in kept[0] if n not in axes] + [record["into"]]
 
-    elif b.kind is bi.Kind.ELEMENTWISE and not (b.name in ("max", "min") and len(call.args) == 1):
+    elif elementwise:
         record["axis"] = None
     else:
         axis = call_axis_name(call, argnames[0], dotted)

@@ -124,9 +124,10 @@ class Dims:
         named as written there. Without such a join (a declared axis or a
         ``const(...)`` met by one reference), that reference.
         """
-        path = self._path(a.node, b.node) if a.node is not None and b.node is not None else []
+        start = a.node
+        path = self._path(start, b.node) if start is not None and b.node is not None else []
         vias = [via for _, via in path]
-        nodes = [a.node] + [k for k, _ in path]
+        nodes: list[Key] = ([start] if start is not None else []) + [k for k, _ in path]
         for i in range(len(path) - 1, 0, -1):
             into, out = vias[i - 1], vias[i]
             node = nodes[i]

@@ -72,28 +72,34 @@ def contract_named(
     ``limit`` distinct names; ``linear`` says the projection distributes over
     the product (sum), which allows early sums and pairwise contraction.
     """
-    arrays = list(arrays)
-    names = [tuple(ns) for ns in names]
-    out = tuple(out)
-    if len(distinct(names)) <= limit:
-        return kernel(arrays, names, out)
+    ops = list(arrays)
+    axes: list[tuple[Hashable, ...]] = [tuple(ns) for ns in names]
+    result = tuple(out)
+    if len(distinct(axes)) <= limit:
+        return kernel(ops, axes, result)
     if linear:
-        arrays, names = _sum_lone_indices(arrays, names, out, kernel, kit, limit)
-        while len(arrays) > 2:
-            rest = {n for ns in names[2:] for n in ns} | set(out)
-            keep = tuple(n for n in distinct(names[:2]) if n in rest)
-            first = contract_named(arrays[:2], names[:2], keep, kernel, kit, linear=True, limit=limit)
-            arrays, names = [first, *arrays[2:]], [keep, *names[2:]]
-        if len(distinct(names)) <= limit:
-            return kernel(arrays, names, out)
-    return _split(arrays, names, out, kernel, kit, linear, limit)
+        ops, axes = _sum_lone_indices(ops, axes, result, kernel, kit, limit)
+        while len(ops) > 2:
+            rest = {n for ns in axes[2:] for n in ns} | set(result)
+            keep = tuple(n for n in distinct(axes[:2]) if n in rest)
+            first = contract_named(ops[:2], axes[:2], keep, kernel, kit, linear=True, limit=limit)
+            ops, axes = [first, *ops[2:]], [keep, *axes[2:]]
+        if len(distinct(axes)) <= limit:
+            return kernel(ops, axes, result)
+    return _split(ops, axes, result, kernel, kit, linear, limit)
 
 
 def _sum_lone_indices(
-    arrays: list[Array], names: list[tuple[Hashable, ...]], out: tuple[Hashable, ...], kernel, kit, limit
+    arrays: list[Array],
+    names: list[tuple[Hashable, ...]],
+    out: tuple[Hashable, ...],
+    kernel: Kernel,
+    kit: ArrayKit,
+    limit: int,
 ) -> tuple[list[Array], list[tuple[Hashable, ...]]]:
     """Sum away each operand's indices that neither another operand nor the result uses."""
-    new_arrays, new_names = [], []
+    new_arrays: list[Array] = []
+    new_names: list[tuple[Hashable, ...]] = []
     for k, (a, ns) in enumerate(zip(arrays, names)):
         elsewhere = {n for j, other in enumerate(names) if j != k for n in other} | set(out)
         keep = tuple(dict.fromkeys(n for n in ns if n in elsewhere))

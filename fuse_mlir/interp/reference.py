@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import string
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,22 +60,25 @@ def _einsum_kernel(arrays: list[np.ndarray], names: list[tuple], out: tuple) -> 
     return np.einsum(spec, *arrays, optimize=len(arrays) > 2)
 
 
-def _reduce_kernel(arrays: list[np.ndarray], names: list[tuple], out: tuple, proj: str) -> np.ndarray:
+def _reduce_kernel(
+    arrays: list[np.ndarray], names: list[tuple[Hashable, ...]], out: tuple[Hashable, ...], proj: str
+) -> np.ndarray:
     """A max/min/prod-projected product: the broadcast product of the operands, reduced over what ``out`` lacks."""
-    full = distinct(names)
-    ext: dict = {}
-    for a, ns in zip(arrays, names):
+    axes_of = [[str(n) for n in ns] for ns in names]
+    full = [str(n) for n in distinct(names)]
+    ext: dict[str, int] = {}
+    for a, ns in zip(arrays, axes_of):
         for n, s in zip(ns, a.shape):
             ext.setdefault(n, s)
     prod = None
-    for a, ns in zip(arrays, names):
+    for a, ns in zip(arrays, axes_of):
         x = align(a, ns, full)
         prod = x if prod is None else prod * x
     assert prod is not None
     prod = np.broadcast_to(prod, [ext[n] for n in full])
-    axes = tuple(k for k, n in enumerate(full) if n not in out)
-    res = nb.reduce(prod, axes, proj)
-    return align(res, [n for n in full if n in out], out)
+    kept = [str(n) for n in out]
+    res = nb.reduce(prod, tuple(k for k, n in enumerate(full) if n not in kept), proj)
+    return align(res, [n for n in full if n in kept], kept)
 
 
 def unchanged(old: np.ndarray, new: np.ndarray, atol: float, rtol: float) -> bool:
