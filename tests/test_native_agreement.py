@@ -18,7 +18,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from fuse_mlir import FuseRuntimeError, Program
+from fuse_mlir import FuseError, FuseRuntimeError, Program
 
 BACKENDS = [
     ("reference", {}),
@@ -141,17 +141,24 @@ def test_wrapping_sizes_are_errors_not_writes(name, src, extents, opt_level):
     """Each case once segfaulted (the byte size wrapped, a short buffer was written past): in a child process."""
     code = textwrap.dedent(f"""
         import numpy as np
-        from fuse_mlir import FuseRuntimeError, Program
+        from fuse_mlir import FuseError, Program
         inputs = {{n: np.ones(k) for n, k in {extents!r}.items()}}
         try:
             Program({src!r}).compile("llvm", opt_level={opt_level})(**inputs)
-        except FuseRuntimeError as e:
+        except FuseError as e:  # static sizes: at compile time, located; sizes from inputs: at run time
             print("ERROR", e)
         """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     # O0 splits the four-way product pairwise: its first temporary (32 GiB) may already be refused.
     assert "ERROR" in out.stdout and ("2^63 bytes" in out.stdout or "out of memory" in out.stdout), out.stdout
+
+
+@pytest.mark.parametrize("backend,options", BACKENDS, ids=IDS)
+def test_static_sizes_past_2_63_bytes_are_located_compile_errors(backend, options):
+    with pytest.raises(FuseError, match=r"Y has 4611686018427387905 elements of 8 bytes") as info:
+        run("Y[4611686018427387904] = 1.5\nexport Y", backend, options)
+    assert info.value.loc is not None and info.value.loc.line == 1
 
 
 def test_huge_output_is_a_clear_error():

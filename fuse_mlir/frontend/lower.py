@@ -15,6 +15,7 @@ interpreter's results can never disagree. Literals are weak (NEP 50).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -955,6 +956,13 @@ class Lowerer:
         dtypes = [te.dtype_of(v) for v in contributions]
         dtype = np.dtype(np.int8) if boolean else np.result_type(*dtypes)
         shape = [self._static_axis(name, k) for k in range(rank)]
+        if te.DYNAMIC not in shape and math.prod(shape) * dtype.itemsize >= 2**63:
+            # Known at compile time: no backend could hold it (native sizes are 64-bit; see ERR_SIZE at run time).
+            raise FuseError(
+                f"{name} has {math.prod(shape)} elements of {dtype.itemsize} bytes (extents {shape}): "
+                "2^63 bytes or more, more than any array can hold",
+                eqs[0][1].lhs.loc,
+            )
         op = self.emit(te.GroupOp(name, contributions, canon, boolean, te.tensor_type(dtype, shape)))
         self.values[name] = TV(op.results[0], tuple(canon))
 

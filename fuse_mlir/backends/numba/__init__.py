@@ -145,6 +145,8 @@ class NumbaExecutor:
             raise FuseRuntimeError(f"out of memory: {e}") from None
         except ValueError as e:  # np.empty refusing a byte size past the address space (numba's own message)
             raise FuseRuntimeError(f"an array of this program is too large: {e}") from None
+        except IndexError as e:  # numba's boundscheck (checked build), behind the loop-level checks
+            raise FuseRuntimeError(f"out-of-bounds access in native code (numba boundscheck): {e}") from None
         code = int(err[0])
         if code:
             message, loc = prog.errors[code - 1]
