@@ -97,17 +97,9 @@ def read_text(path: str) -> tuple[str, str]:
     """The text of ``path`` (``-`` is stdin) and the name diagnostics use for it."""
     if path == "-":
         return sys.stdin.read(), "<stdin>"
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read(), path
-    except FileNotFoundError:
-        raise FuseError(f"cannot read '{path}': no such file") from None
-    except IsADirectoryError:
-        raise FuseError(f"cannot read '{path}': it is a folder") from None
-    except UnicodeDecodeError as exc:
-        raise FuseError(f"cannot read '{path}': not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise FuseError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    from fuse_mlir.paths import read_text_file
+
+    return read_text_file(path, ""), path  # NUL, over-long names, devices, FIFOs, huge files: a FuseError
 
 
 def write_text(path: str | None, text: str) -> None:
