@@ -156,6 +156,10 @@ class Program:
 
     def explain(self, format: str = "text") -> str | list[dict[str, Any]]:
         """Per-equation index tables: joined, projected and broadcast indices (``format`` text or json)."""
+        with recursion_room():  # free_indices walks expressions recursively (see parser.MAX_OPERATORS)
+            return self._explain(format)
+
+    def _explain(self, format: str) -> str | list[dict[str, Any]]:
         rows = []
         for eq in self.resolved.equations:
             lhs = [i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName)]

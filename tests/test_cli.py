@@ -607,3 +607,6 @@ def test_long_sum_runs_from_the_command_line(work: Path, capsys: pytest.CaptureF
     rc, out, err = run_fuse(capsys, "run", "sum.fuse", "-i", "X=x.npy", "--backend", "reference", "--json")
     assert rc == 0, err
     np.testing.assert_allclose(json.loads(out)["Y"], 2000 * X)
+    rc, out, err = run_fuse(capsys, "explain", "sum.fuse")
+    assert rc == 0, err
+    assert len(out.splitlines()) >= 2000

@@ -56,8 +56,11 @@ def version_string(tool: str) -> str:
 
 def run_main(body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None) -> int:
     """Run a tool's ``body(argv)`` under the error policy and return the exit status."""
+    from fuse_mlir.frontend.parser import recursion_room
+
     try:
-        return body(argv)
+        with recursion_room():  # every command walks expressions as deep as the parser accepts
+            return body(argv)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USER_ERROR)
     except UsageError as exc:

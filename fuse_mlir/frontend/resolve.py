@@ -45,21 +45,32 @@ class Resolved:
 
 
 def split_terms(expr: A.Expr) -> list[tuple[int, A.Expr]]:
-    """Split a right-hand side at top-level ``+``/``-`` into signed terms."""
-    if isinstance(expr, A.BinOp) and expr.op in ("+", "-"):
-        left = split_terms(expr.lhs)
-        right = split_terms(expr.rhs)
-        if expr.op == "-":
-            right = [(-s, t) for s, t in right]
-        return left + right
-    return [(1, expr)]
+    """Split a right-hand side at top-level ``+``/``-`` into signed terms (iteratively, in order: a sum of
+    thousands of terms is a tree as deep)."""
+    out: list[tuple[int, A.Expr]] = []
+    stack: list[tuple[int, A.Expr]] = [(1, expr)]
+    while stack:
+        sign, e = stack.pop()
+        if isinstance(e, A.BinOp) and e.op in ("+", "-"):
+            stack.append((-sign if e.op == "-" else sign, e.rhs))
+            stack.append((sign, e.lhs))  # popped first: terms stay in source order
+        else:
+            out.append((sign, e))
+    return out
 
 
 def split_factors(expr: A.Expr) -> list[A.Expr]:
-    """Split a term at top-level ``*`` (and juxtaposition) into factors."""
-    if isinstance(expr, A.BinOp) and expr.op == "*":
-        return split_factors(expr.lhs) + split_factors(expr.rhs)
-    return [expr]
+    """Split a term at top-level ``*`` (and juxtaposition) into factors (iteratively, in order)."""
+    out: list[A.Expr] = []
+    stack: list[A.Expr] = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, A.BinOp) and e.op == "*":
+            stack.append(e.rhs)
+            stack.append(e.lhs)
+        else:
+            out.append(e)
+    return out
 
 
 def index_item_names(item: A.IndexItem) -> list[str]:
