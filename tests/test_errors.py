@@ -189,3 +189,14 @@ def test_odd_paths_in_programs_are_located_fuse_errors(stmt: str, fragment: str,
         p.compile("reference", out_root=tmp_path)(**({} if stmt.startswith("X[i] =") else {"X": np.ones(2)}))
     assert fragment in e.value.message, e.value.message
     assert e.value.loc is not None and e.value.loc.line == 1
+
+
+def test_remembered_source_texts_are_bounded():
+    """A service compiling many programs under distinct names keeps only the most recent texts for quoting."""
+    from fuse_mlir import diagnostics
+
+    for k in range(diagnostics.MAX_SOURCES + 50):
+        Program(f"Y[i] = X[i] * {k}", f"prog{k}.fuse")
+    assert len(diagnostics._SOURCES) <= diagnostics.MAX_SOURCES
+    err = compile_error("Y[i] = nope(X[i])")  # the newest is still quoted
+    assert "nope(X[i])" in str(err)
