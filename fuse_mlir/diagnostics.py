@@ -8,17 +8,28 @@ source line with a caret under the token, the way compilers do.
 from __future__ import annotations
 
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-_SOURCES: dict[str, str] = {}
+MAX_SOURCES = 256
+"""Files whose text is remembered for quoting (the most recently registered): a service compiling many
+programs under distinct names must not keep every text; an error in an older one loses only its quoted line."""
+
+_SOURCES: OrderedDict[str, str] = OrderedDict()
+_SOURCES_LOCK = threading.Lock()
 
 
 def register_source(filename: str, text: str) -> None:
-    """Remember a file's text so that later diagnostics can quote its lines."""
-    _SOURCES[filename] = text
+    """Remember a file's text so that later diagnostics can quote its lines (the last MAX_SOURCES files)."""
+    with _SOURCES_LOCK:
+        _SOURCES[filename] = text
+        _SOURCES.move_to_end(filename)
+        while len(_SOURCES) > MAX_SOURCES:
+            _SOURCES.popitem(last=False)
 
 
 def source_line(filename: str, line: int) -> str | None:

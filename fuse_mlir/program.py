@@ -24,7 +24,7 @@ from xdsl.printer import Printer
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.lower import Lowered, LowerOptions, load_sources, lower_program
-from fuse_mlir.frontend.parser import parse
+from fuse_mlir.frontend.parser import parse, recursion_room
 from fuse_mlir.frontend.resolve import Resolved, explain_term, free_indices, resolve, split_factors, split_terms
 
 if TYPE_CHECKING:
@@ -47,21 +47,19 @@ class Program:
         if base_dir is None:
             base_dir = Path(filename).parent if filename not in ("<string>", "<stdin>") else Path.cwd()
         self.base_dir = Path(base_dir)
-        self.ast: A.Module = parse(source, filename)
-        self.resolved: Resolved = resolve(self.ast, self.base_dir)
+        with recursion_room():  # the resolver walks expressions recursively (see parser.MAX_OPERATORS)
+            self.ast: A.Module = parse(source, filename)
+            self.resolved: Resolved = resolve(self.ast, self.base_dir)
         self._sources: dict[str, np.ndarray] | None = None
         self._lowered: dict[tuple, Lowered] = {}
 
     @classmethod
     def from_file(cls, path: str | Path) -> Program:
         """Read a program from a file; its sources and imports resolve against the file's folder."""
+        from fuse_mlir.paths import read_text_file
+
+        text = read_text_file(path, "program")  # a FuseError for odd paths (NUL, too long, not a regular file)
         p = Path(path)
-        try:
-            text = p.read_text()
-        except OSError as e:
-            raise FuseError(f"cannot read program '{path}': {e.strerror}") from None
-        except UnicodeDecodeError as e:
-            raise FuseError(f"cannot read program '{path}': not UTF-8 text ({e.reason} at byte {e.start})") from None
         return cls(text, str(p), p.parent)
 
     # -- lowering ----------------------------------------------------------
@@ -116,7 +114,8 @@ class Program:
             options = None  # the plain single-pass lowering: one cache entry for it
         hit = self._lowered.get((key, options))
         if hit is None:
-            hit = lower_program(self.resolved, dict(key), self.source_arrays(), options)
+            with recursion_room():  # the lowering walks expressions recursively (see parser.MAX_OPERATORS)
+                hit = lower_program(self.resolved, dict(key), self.source_arrays(), options)
             if options is not None and options.mode == "fixpoint" and options.semi_naive:
                 from fuse_mlir.passes.semi_naive import semi_naive
 
@@ -200,6 +199,10 @@ class Program:
         the index they go ``into``) and the indices it ``projected`` inside
         before that.
         """
+        with recursion_room():  # free_indices walks expressions recursively (see parser.MAX_OPERATORS)
+            return self._explain(format)
+
+    def _explain(self, format: str) -> str | list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for eq in self.resolved.equations:
             lhs = [i.name for i in eq.lhs.indices or () if isinstance(i, A.IndexName)]

@@ -710,3 +710,51 @@ def test_fuse_opt_detects_mlir_on_stdin(
         rc, out, err = run_opt(capsys)
         assert rc == 0, err
         assert "te.contract" in out
+
+
+# ---------------------------------------------------------------------------
+# fuse: odd paths, empty and huge programs are user errors (or work), never internal errors
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", "/proc/self/mem"], "Input/output error"),
+        (["run", "/dev/zero"], "not a regular file"),
+        (["run", "a" * 5000 + ".fuse"], "File name too long"),
+        (["run", "matvec.fuse", "-i", "W=/proc/self/mem.npy", "-i", "X=x.npy"], "no such file"),
+        (["run", "matvec.fuse", "-i", "W=" + "w" * 5000 + ".npy", "-i", "X=x.npy"], "File name too long"),
+        (["run", "matvec.fuse", "-i", "W=big.tsv", "-i", "X=x.npy"], "coordinate 4000000000 is too large"),
+        (["run", "sink.fuse", "-i", "X=x.npy"], "File name too long"),
+        (["explain", "deep.fuse"], "expression too long"),
+    ],
+)
+def test_odd_paths_and_inputs_are_user_errors(
+    work: Path, capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    (work / "big.tsv").write_text("0\t1\n4000000000\t2\n")
+    (work / "sink.fuse").write_text(f'Y[i] = X[i] * 2\n"{"s" * 5000}.npy" = Y\n')
+    (work / "deep.fuse").write_text("Y[i] = " + " + ".join(["X[i]"] * 6000) + "\n")
+    rc, out, err = run_fuse(capsys, *argv)
+    assert_user_error(rc, out, err)
+    assert fragment in err
+    assert "internal error" not in err
+
+
+def test_empty_program_runs_and_prints_nothing(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "empty.fuse").write_text("# nothing to compute\naxis i = 4\n")
+    for backend in ("reference", "llvm"):
+        rc, out, err = run_fuse(capsys, "run", "empty.fuse", "--backend", backend, "--json")
+        assert rc == 0, err
+        assert json.loads(out) == {}
+
+
+def test_long_sum_runs_from_the_command_line(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "sum.fuse").write_text("Y[i] = " + " + ".join(["X[i]"] * 2000) + "\n")
+    rc, out, err = run_fuse(capsys, "run", "sum.fuse", "-i", "X=x.npy", "--backend", "reference", "--json")
+    assert rc == 0, err
+    np.testing.assert_allclose(json.loads(out)["Y"], 2000 * X)
+    rc, out, err = run_fuse(capsys, "explain", "sum.fuse")
+    assert rc == 0, err
+    assert len(out.splitlines()) >= 2000

@@ -13,6 +13,7 @@ import pytest
 
 from fuse_mlir import Program
 from fuse_mlir.backends.llvm import diskcache, executor
+from fuse_mlir.backends.memcache import BoundedCache
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = "S = exp(X[i]) Y2[i] + Z[i]\nT[i] = tanh(X[i]) * 2\nexport S\nexport T"
@@ -62,7 +63,7 @@ def test_second_process_loads_from_disk(tmp_path: Path) -> None:
 @pytest.fixture
 def fresh_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """An empty in-memory kernel cache and a private cache folder."""
-    monkeypatch.setattr(executor, "_CACHE", {})
+    monkeypatch.setattr(executor, "_CACHE", BoundedCache())
     monkeypatch.setenv("FUSE_CACHE_DIR", str(tmp_path))
     return tmp_path
 
@@ -80,12 +81,38 @@ def _check(compiled: executor.CompiledProgram) -> None:
     np.testing.assert_allclose(got[1], t, rtol=1e-12)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "other_key"])
+DAMAGES = ["truncate", "flip", "garbage", "empty", "other_key", "dev_zero", "fifo", "directory", "huge", "link"]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_damaged_entry_is_rebuilt(fresh_memory: Path, damage: str) -> None:
+    """Anything but a whole regular file of a bounded size is a corrupt entry: never read without a limit
+    (a link to /dev/zero), never blocked on (a FIFO), never followed (a link to a valid entry elsewhere)."""
     _check(_compile())
     (entry,) = _entries(fresh_memory)
     data = entry.read_bytes()
-    if damage == "truncate":
+    if damage in ("dev_zero", "fifo", "directory", "huge", "link"):
+        entry.unlink()
+        if damage == "dev_zero":
+            entry.symlink_to("/dev/zero")
+        elif damage == "fifo":
+            os.mkfifo(entry)
+        elif damage == "directory":
+            entry.mkdir()
+        elif damage == "huge":  # sparse: takes no disk space
+            with open(entry, "wb") as f:
+                f.truncate(diskcache.MAX_ENTRY_BYTES + 1)
+        else:
+            elsewhere = fresh_memory / "valid.bin"
+            elsewhere.write_bytes(data)
+            entry.symlink_to(elsewhere)
+        assert diskcache.read_entry(entry.stem) is None
+        if damage == "directory":  # cannot be replaced by a file: compiles, stores nothing, still correct
+            rebuilt = _compile()
+            assert not rebuilt.from_disk
+            _check(rebuilt)
+            return
+    elif damage == "truncate":
         entry.write_bytes(data[: len(data) // 2])
     elif damage == "flip":
         entry.write_bytes(data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:])
@@ -222,3 +249,68 @@ def test_threads_compiling_new_programs_at_once_in_a_fresh_process(backend: str,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "10 []", out.stdout + out.stderr
+
+
+def _dead_after_drop(program: Program, cache: bool) -> list[bool]:
+    """Compile and run ``program``, drop the runner, and say which of runner, compiled program, kernel and
+    LLVM engine are freed at once (by reference counting alone: no cycle keeps them)."""
+    import gc
+    import weakref
+
+    runner = program.compile("llvm", cache=cache)
+    runner(X=np.linspace(0, 1, 4))
+    compiled = list(runner.executor.compiled.values())
+    refs = [weakref.ref(runner)]
+    refs += [weakref.ref(obj) for c in compiled for obj in (c, c.kernel, c.kernel.jit.engine)]
+    del runner, compiled
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return [ref() is None for ref in refs]
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_dropped_runner_frees_its_code_without_the_cycle_collector(fresh_memory: Path) -> None:
+    src = "Y[i] = exp(X[i]) * 3.75 + X[j]\nS = Y[i] X[i]\nexport Y, S"
+    assert all(_dead_after_drop(Program(src), cache=False))
+
+
+def test_memory_cache_is_a_bounded_lru(fresh_memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """80 distinct programs with FUSE_CACHE_MAX=8: at most 8 entries stay, the evicted ones are freed (runners
+    dropped), the most recently used stay, and one still held by a runner keeps working after eviction."""
+    import gc
+    import weakref
+
+    monkeypatch.setenv("FUSE_CACHE_MAX", "8")
+    x = np.linspace(0, 1, 4)
+    kept = Program("Y[i] = exp(X[i]) * 0.5\nexport Y").compile("llvm")
+    alive = []
+    for k in range(80):
+        runner = Program(f"Y[i] = exp(X[i]) * {k}.5 + {k}\nexport Y").compile("llvm")
+        assert np.allclose(runner(X=x)["Y"], np.exp(x) * (k + 0.5) + k)
+        alive += [weakref.ref(c) for c in runner.executor.compiled.values()]
+        del runner
+    gc.collect()
+    assert len(executor._CACHE) == 8
+    assert sum(ref() is not None for ref in alive) == 8  # nothing but the cache holds compiled programs
+    assert np.allclose(kept(X=x)["Y"], np.exp(x) * 0.5)  # evicted from the cache, still held by its runner
+    last = Program("Y[i] = exp(X[i]) * 79.5 + 79\nexport Y").compile("llvm")
+    last(X=x)
+    assert next(iter(last.executor.compiled.values())) is alive[-1]()  # a hit: most recently used stays
+
+
+def test_memory_cache_bound_zero_keeps_nothing(fresh_memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FUSE_CACHE_MAX", "0")
+    runner = Program("Y[i] = exp(X[i]) * 2.125\nexport Y").compile("llvm")
+    assert np.allclose(runner(X=np.ones(2))["Y"], np.exp(1) * 2.125)
+    assert len(executor._CACHE) == 0
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "1e3", "8 entries", "99999999999999999999"])
+def test_bad_cache_bound_is_a_fuse_error(fresh_memory: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from fuse_mlir import FuseError
+    monkeypatch.setenv("FUSE_CACHE_MAX", value)
+    with pytest.raises(FuseError, match="FUSE_CACHE_MAX"):
+        Program("Y[i] = exp(X[i]) * 2.375\nexport Y").compile("llvm")(X=np.ones(2))

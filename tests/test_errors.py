@@ -165,3 +165,132 @@ def test_topk_outside_a_sink_and_call_syntax_on_a_boolean_tensor():
     assert err.message.startswith("topk(...) is only allowed as the value of a sink")
     err = compile_error("Parent(x,y) = E(x,y)\nY(y) = Parent(0.5, y)")
     assert "unknown function 'Parent'" in err.message and "boolean tensor reference takes index names" in err.message
+
+
+    assert "rank of input X is unknown" in err.message
+
+
+# --- the front door: programs with nothing to do, deep expressions, huge literals, odd paths -----------------
+
+EMPTY_PROGRAMS = ["", "# only a comment\n", "axis i = 3\nparam p: int = 2\n", "fn f(a) -> r { r = a * 2 }\n"]
+
+
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+@pytest.mark.parametrize("opt_level", ["O0", "O2"])
+@pytest.mark.parametrize("src", EMPTY_PROGRAMS + ["examples/lib/act.fuse"])
+def test_a_program_without_equations_returns_nothing_on_every_backend(src: str, backend: str, opt_level: str):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    program = Program.from_file(root / src) if src.endswith(".fuse") else Program(src)
+    if backend == "reference" and opt_level == "O0":
+        pytest.skip("the reference backend has no optimisation levels")
+    assert program.compile(backend, opt_level=opt_level)() == {}
+
+
+@pytest.mark.parametrize("op", ["+", "*", "-", " "])
+def test_long_operator_chains_compile(op: str):
+    """A chain of n operators is a tree n deep: every recursive walker copes up to parser.MAX_OPERATORS."""
+    from fuse_mlir.frontend.parser import MAX_OPERATORS
+
+    n = MAX_OPERATORS + 1  # operands: exactly MAX_OPERATORS operators
+    src = "Y[i] = " + f" {op} ".join(["X[i]"] * n) if op != " " else "Y[i] = " + " ".join(["X[i]"] * n)
+    program = Program(src)
+    program.lower()
+    if op in "+-":  # (a product of 5,000 factors is one contraction, which NumPy's einsum cannot run)
+        got = program.compile("reference")(X=np.ones(2))["Y"]
+        np.testing.assert_allclose(got, np.full(2, n if op == "+" else 2 - n))
+
+
+def test_long_sum_on_llvm():
+    src = "Y[i] = " + " + ".join(f"X[i] * {k}" for k in range(300))
+    got = Program(src).compile("llvm")(X=np.ones(3))["Y"]
+    np.testing.assert_allclose(got, np.full(3, sum(range(300))))
+
+
+def test_too_many_operators_is_a_located_error():
+    from fuse_mlir.frontend.parser import MAX_OPERATORS
+
+    src = "A[i] = X[i]\nY[i] = " + " + ".join(["X[i]"] * (MAX_OPERATORS + 2))
+    err = compile_error(src)
+    assert "expression too long" in err.message and err.loc is not None and err.loc.line == 2
+
+
+def test_integer_literal_too_large_is_located():
+    err = compile_error("Y[i] = X[i] * " + "9" * 5000)
+    assert "integer literal too large" in err.message
+    assert err.loc is not None and (err.loc.line, err.loc.col) == (1, 15)
+    # as many digits as a float64 can mean are accepted
+    got = Program("Y[i] = X[i] * 1" + "0" * 300).compile("reference")(X=np.ones(1))["Y"]
+    assert got[0] == 1e300
+
+
+@pytest.mark.parametrize(
+    "src, col",
+    [
+        ("Y = X[9223372036854775808]", 7),
+        ("Y[i] = X[i+9223372036854775808]", 12),
+        ("Y[i] = X[i-9223372036854775809]", 12),
+        ("Y[i] = X[0:9223372036854775808]", 12),
+        ("axis i = 9223372036854775808\nY[i] = 1.5", 10),
+        ("axis i = 2 ** 64\nY[i] = 1.5", 10),
+    ],
+)
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+def test_index_at_or_above_2_63_is_out_of_range(src: str, col: int, backend: str):
+    with pytest.raises(FuseError) as e:
+        Program(src, "prog.fuse").compile(backend)(X=np.ones(2))
+    assert "index out of range" in e.value.message
+    assert e.value.loc is not None and (e.value.loc.line, e.value.loc.col) == (1, col)
+
+
+@pytest.mark.parametrize(
+    "path, fragment",
+    [
+        ("/proc/self/mem", "Input/output error"),
+        ("a" * 5000 + ".fuse", "File name too long"),
+        ("a\0b.fuse", "NUL character"),
+        ("/dev/zero", "not a regular file"),
+        ("/", "it is a folder"),
+        ("no/such/prog.fuse", "no such file"),
+    ],
+)
+def test_odd_program_paths_are_fuse_errors(path: str, fragment: str):
+    with pytest.raises(FuseError, match="cannot read program") as e:
+        Program.from_file(path)
+    assert fragment in e.value.message
+    assert len(e.value.message) < 300  # a long name is shown shortened
+
+
+@pytest.mark.parametrize(
+    "stmt, fragment",
+    [
+        ('import "/proc/self/mem" as m', "Input/output error"),
+        ('import "/dev/zero" as m', "not a regular file"),
+        ('import "a\\0b.fuse" as m', "NUL character"),
+        (f'import "{"a" * 5000}.fuse" as m', "no such file"),
+        ('X[i] = "a\\0b.npy"', "NUL character"),
+        (f'X[i] = "{"a" * 5000}.npy"', "File name too long"),
+        ('X[i] = "/proc/self/mem.npy"', "no such file"),
+        ('"o\\0ut.npy" = X[i]', "NUL character"),
+        (f'"{"a" * 5000}.npy" = X[i]', "File name too long"),
+    ],
+)
+def test_odd_paths_in_programs_are_located_fuse_errors(stmt: str, fragment: str, tmp_path):
+    src = f"{stmt}\nY[i] = X[i] * 2\n"
+    with pytest.raises(FuseError) as e:
+        p = Program(src, "prog.fuse")
+        p.compile("reference", out_root=tmp_path)(**({} if stmt.startswith("X[i] =") else {"X": np.ones(2)}))
+    assert fragment in e.value.message, e.value.message
+    assert e.value.loc is not None and e.value.loc.line == 1
+
+
+def test_remembered_source_texts_are_bounded():
+    """A service compiling many programs under distinct names keeps only the most recent texts for quoting."""
+    from fuse_mlir import diagnostics
+
+    for k in range(diagnostics.MAX_SOURCES + 50):
+        Program(f"Y[i] = X[i] * {k}", f"prog{k}.fuse")
+    assert len(diagnostics._SOURCES) <= diagnostics.MAX_SOURCES
+    err = compile_error("Y[i] = nope(X[i])")  # the newest is still quoted
+    assert "nope(X[i])" in str(err)

@@ -410,3 +410,50 @@ def test_failed_sink_write_leaves_old_file_and_no_temp(tmp_path: Path) -> None:
 def test_object_sink_refused(tmp_path: Path) -> None:
     with pytest.raises(FuseError, match="not a numeric"):
         write_sink("y.npy", np.array([{"a": 1}], dtype=object), tmp_path)
+
+
+# --- coordinate sources are bounded; odd paths are located errors --------------------------------------------
+
+LOC = Loc("prog.fuse", 1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ("0\t1\n4000000000\t2\n", 2, "coordinate 4000000000 is too large"),
+        ("1\t2\n99999999999999999999999999\t1\n", 2, "is too large"),
+        ("# shape: 100000,100000\n1\t2\n", 1, "the '# shape:' comment asks for 10,000,000,000 elements"),
+        ("3\t5\n70000\t1\n3\t60000\n", 2, "coordinate 70000 makes the tensor 70001 x 60001"),
+    ],
+)
+def test_coordinate_source_is_bounded(tmp_path: Path, text: str, line: int, fragment: str) -> None:
+    """One large coordinate would make a dense tensor of gigabytes: a located error naming the file and line,
+    never a MemoryError."""
+    (tmp_path / "facts.tsv").write_text(text)
+    with pytest.raises(FuseError) as e:
+        load_source("facts.tsv", tmp_path, rank=2, loc=LOC)
+    assert fragment in e.value.message
+    assert "facts.tsv" in e.value.message
+    assert e.value.loc is not None and e.value.loc.file.endswith("facts.tsv") and e.value.loc.line == line
+
+
+@pytest.mark.parametrize(
+    "path, fragment",
+    [
+        ("a\0b.npy", "NUL character"),
+        ("x" * 5000 + ".npy", "File name too long"),
+        ("/proc/self/mem.npy", "no such file"),
+        ("/dev/null.json", "no such file"),
+    ],
+)
+def test_odd_source_paths_are_located_errors(tmp_path: Path, path: str, fragment: str) -> None:
+    with pytest.raises(FuseError) as e:
+        load_source(path, tmp_path, loc=LOC)
+    assert fragment in e.value.message and e.value.loc == LOC
+
+
+@pytest.mark.parametrize("path, fragment", [("a\0b.npy", "NUL character"), ("y" * 5000 + ".npy", "File name too")])
+def test_odd_sink_paths_are_located_errors(tmp_path: Path, path: str, fragment: str) -> None:
+    with pytest.raises(FuseError) as e:
+        write_sink(path, np.ones(2), tmp_path, loc=LOC)
+    assert fragment in e.value.message and e.value.loc == LOC

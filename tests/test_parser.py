@@ -766,3 +766,17 @@ def test_parse_400_equations_timing() -> None:
     print(f"\nparsed 400 equations ({len(text)} characters) in {elapsed * 1000:.1f} ms")
     assert len(m.statements) == 400
     assert all(isinstance(s, A.Equation) for s in m.statements)
+
+
+def test_operator_limit_is_per_expression_and_the_recursion_limit_comes_back() -> None:
+    import sys
+
+    from fuse_mlir.frontend.parser import MAX_OPERATORS, recursion_room
+
+    chain = " + ".join(["X[i]"] * (MAX_OPERATORS + 1))
+    before = sys.getrecursionlimit()
+    with recursion_room():
+        module = parse(f"A[i] = {chain}\nB[i] = {chain}\n")  # two expressions, each at the limit
+        assert sys.getrecursionlimit() >= 8 * MAX_OPERATORS
+    assert sys.getrecursionlimit() == before
+    assert len(module.statements) == 2

@@ -58,8 +58,10 @@ def version_string(tool: str) -> str:
 
 def run_main(body: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None) -> int:
     """Run a tool's ``body(argv)`` under the error policy and return the exit status."""
+    from fuse_mlir.frontend.parser import recursion_room
+
     try:
-        with cli_hints():
+        with cli_hints(), recursion_room():  # every command walks expressions as deep as the parser accepts
             return body(argv)
     except SystemExit as exc:  # --help / --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USER_ERROR)
@@ -100,17 +102,9 @@ def read_text(path: str) -> tuple[str, str]:
     """The text of ``path`` (``-`` is stdin) and the name diagnostics use for it."""
     if path == "-":
         return sys.stdin.read(), "<stdin>"
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read(), path
-    except FileNotFoundError:
-        raise FuseError(f"cannot read '{path}': no such file") from None
-    except IsADirectoryError:
-        raise FuseError(f"cannot read '{path}': it is a folder") from None
-    except UnicodeDecodeError as exc:
-        raise FuseError(f"cannot read '{path}': not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise FuseError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    from fuse_mlir.paths import read_text_file
+
+    return read_text_file(path, ""), path  # NUL, over-long names, devices, FIFOs, huge files: a FuseError
 
 
 def write_text(path: str | None, text: str) -> None:

@@ -100,7 +100,7 @@ def tensor_type(dtype: np.dtype | str, shape: Sequence[int]) -> TensorType:
     return _tensor_type(np.dtype(dtype).name, tuple(shape))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # bounded: constants give every program its own static shapes
 def _tensor_type(dtype: str, shape: tuple[int, ...]) -> TensorType:
     return TensorType(element_type(dtype), list(shape))
 

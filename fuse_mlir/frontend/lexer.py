@@ -34,6 +34,10 @@ STRING = "STRING"
 NEWLINE = "NEWLINE"
 EOF = "EOF"
 
+#: Most significant digits of an integer literal: 10**309 already exceeds the largest float64, so no longer
+#: literal can mean a value (and Python refuses to convert more than 4,300 digits).
+MAX_INT_DIGITS = 309
+
 #: Assignment operators of an equation.
 ASSIGN_OPS = frozenset({"=", "+=", "max=", "avg=", "min="})
 
@@ -210,6 +214,13 @@ def tokenize(text: str, filename: str = "<string>") -> list[Token]:
                         f"number literal '{literal}' is too large for a float", Loc(filename, line, col, len(literal))
                     )
             else:
+                # More digits than any float64 holds (and Python refuses to convert over 4,300): refused here,
+                # where the literal is, like a float literal that overflows.
+                if len(literal.lstrip("0")) > MAX_INT_DIGITS:
+                    raise FuseError(
+                        f"integer literal too large: {len(literal)} digits (at most {MAX_INT_DIGITS})",
+                        Loc(filename, line, col, len(literal)),
+                    )
                 value = int(literal)
             last_kind = NUMBER
             append(Token(NUMBER, literal, filename, line, col, value))

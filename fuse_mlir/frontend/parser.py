@@ -28,17 +28,59 @@ what was expected.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import NoReturn
 
 from fuse_mlir.diagnostics import FuseError, Loc, register_source
 from fuse_mlir.frontend import ast
 from fuse_mlir.frontend.lexer import ASSIGN_OPS, EOF, NAME, NEWLINE, NUMBER, STRING, Token, describe, tokenize
 
-__all__ = ["parse", "parse_expression", "MAX_NESTING"]
+__all__ = ["parse", "parse_expression", "recursion_room", "MAX_NESTING", "MAX_OPERATORS"]
 
 #: Deepest nesting of brackets / blocks / unary operators that is accepted.
 MAX_NESTING = 64
+
+#: Largest index, position, offset or extent (indices are signed 64-bit in every backend).
+MAX_INDEX = 2**63 - 1
+
+#: Most binary operators (``+``, ``*``, juxtaposition, ...) in one expression. A chain ``a + b + c + ...``
+#: is a left-nested tree as deep as it is long, and the resolver, the lowering and the printers walk
+#: expressions recursively; :func:`recursion_room` gives them the Python frames this many levels need
+#: (a few per level, measured; C stack use per level is small), so any accepted expression compiles and a
+#: longer one is a located error rather than a RecursionError.
+MAX_OPERATORS = 5000
+
+_FRAMES_PER_LEVEL = 8  # measured: about 3 frames per level in the deepest walker (resolve, then lower); margin
+_ROOM = _FRAMES_PER_LEVEL * (MAX_OPERATORS + 3 * MAX_NESTING) + 2000
+_room_lock = threading.Lock()
+_room_users = 0
+_room_saved: int | None = None
+
+
+@contextmanager
+def recursion_room() -> Iterator[None]:
+    """Run the block with a Python recursion limit high enough for the deepest expression the parser accepts.
+
+    The limit is raised (never lowered) while any thread is inside such a block
+    and put back when the last one leaves, unless someone else changed it meanwhile.
+    """
+    global _room_users, _room_saved
+    with _room_lock:
+        if _room_users == 0:
+            _room_saved = sys.getrecursionlimit()
+            if _room_saved < _ROOM:
+                sys.setrecursionlimit(_ROOM)
+        _room_users += 1
+    try:
+        yield
+    finally:
+        with _room_lock:
+            _room_users -= 1
+            if _room_users == 0 and _room_saved is not None and sys.getrecursionlimit() == max(_room_saved, _ROOM):
+                sys.setrecursionlimit(_room_saved)
 
 _BINARY_PREC = {
     "||": 1,
@@ -106,13 +148,15 @@ def _at(tok: Token) -> str:
 class _Parser:
     """Parser state: the token list and the index of the current token."""
 
-    __slots__ = ("toks", "pos", "tok", "depth")
+    __slots__ = ("toks", "pos", "tok", "depth", "operators", "expr_level")
 
     def __init__(self, tokens: list[Token]) -> None:
         self.toks = tokens
         self.pos = 0
         self.tok = tokens[0]
         self.depth = 0
+        self.operators = 0
+        self.expr_level = 0
 
     # ------------------------------------------------------------------
     # Token helpers
@@ -153,6 +197,16 @@ class _Parser:
         self.depth += 1
         if self.depth > MAX_NESTING:
             self.error(f"nested too deeply (more than {MAX_NESTING} levels of brackets, blocks or unary operators)")
+
+    def count_operator(self, tok: Token) -> None:
+        """Count one binary operator of the current top-level expression; refuse more than MAX_OPERATORS."""
+        self.operators += 1
+        if self.operators > MAX_OPERATORS:
+            raise FuseError(
+                f"expression too long: more than {MAX_OPERATORS} binary operators in one expression "
+                "(split it over several equations)",
+                tok.loc,
+            )
 
     def skip_newlines(self) -> None:
         while self.tok.kind == NEWLINE:
@@ -326,6 +380,8 @@ class _Parser:
         tok = self.tok
         if tok.kind != NUMBER or not isinstance(tok.value, int):
             self.error(f"expected {what} (an integer literal), found {describe(tok)}")
+        if tok.value > MAX_INDEX:
+            self.error(f"index out of range: {what} {tok.text} is above 2^63-1, the largest index")
         self.advance()
         return tok.value
 
@@ -470,6 +526,9 @@ class _Parser:
 
     def parse_expr(self) -> ast.Expr:
         """A full expression, conditional ``c ? a : b`` included."""
+        if self.expr_level == 0:
+            self.operators = 0  # the limit is per top-level expression
+        self.expr_level += 1
         self.enter()
         cond = self.parse_binary(1)
         if self.tok.kind == "?":
@@ -484,6 +543,7 @@ class _Parser:
             orelse = self.parse_expr()
             cond = ast.Ternary(cond, then, orelse, cond.loc)
         self.depth -= 1
+        self.expr_level -= 1
         return cond
 
     def parse_binary(self, min_prec: int) -> ast.Expr:
@@ -498,6 +558,7 @@ class _Parser:
                 if kind in _JUXTAPOSITION_START and min_prec <= _MUL_PREC:
                     rhs = self.parse_binary(_MUL_PREC + 1)
                     lhs = ast.BinOp("*", lhs, rhs, lhs.loc, juxtaposed=True)
+                    self.count_operator(tok)
                     continue
                 return lhs
             if prec < min_prec:
@@ -511,6 +572,7 @@ class _Parser:
                 self.error(f"expected an expression after '{kind}', found {describe(self.tok)}")
             rhs = self.parse_binary(prec + 1)
             lhs = ast.BinOp(kind, lhs, rhs, lhs.loc)
+            self.count_operator(tok)
 
     def parse_unary(self) -> ast.Expr:
         tok = self.tok

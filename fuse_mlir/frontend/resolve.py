@@ -23,6 +23,8 @@ import numpy as np
 from fuse_mlir import builtins as bi
 from fuse_mlir.diagnostics import FuseError, Loc
 from fuse_mlir.frontend import ast as A
+from fuse_mlir.frontend.parser import MAX_INDEX
+from fuse_mlir.paths import checked_path, read_text_file, shown
 
 
 @dataclass
@@ -45,21 +47,32 @@ class Resolved:
 
 
 def split_terms(expr: A.Expr) -> list[tuple[int, A.Expr]]:
-    """Split a right-hand side at top-level ``+``/``-`` into signed terms."""
-    if isinstance(expr, A.BinOp) and expr.op in ("+", "-"):
-        left = split_terms(expr.lhs)
-        right = split_terms(expr.rhs)
-        if expr.op == "-":
-            right = [(-s, t) for s, t in right]
-        return left + right
-    return [(1, expr)]
+    """Split a right-hand side at top-level ``+``/``-`` into signed terms (iteratively, in order: a sum of
+    thousands of terms is a tree as deep)."""
+    out: list[tuple[int, A.Expr]] = []
+    stack: list[tuple[int, A.Expr]] = [(1, expr)]
+    while stack:
+        sign, e = stack.pop()
+        if isinstance(e, A.BinOp) and e.op in ("+", "-"):
+            stack.append((-sign if e.op == "-" else sign, e.rhs))
+            stack.append((sign, e.lhs))  # popped first: terms stay in source order
+        else:
+            out.append((sign, e))
+    return out
 
 
 def split_factors(expr: A.Expr) -> list[A.Expr]:
-    """Split a term at top-level ``*`` (and juxtaposition) into factors."""
-    if isinstance(expr, A.BinOp) and expr.op == "*":
-        return split_factors(expr.lhs) + split_factors(expr.rhs)
-    return [expr]
+    """Split a term at top-level ``*`` (and juxtaposition) into factors (iteratively, in order)."""
+    out: list[A.Expr] = []
+    stack: list[A.Expr] = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, A.BinOp) and e.op == "*":
+            stack.append(e.rhs)
+            stack.append(e.lhs)
+        else:
+            out.append(e)
+    return out
 
 
 def index_item_names(item: A.IndexItem) -> list[str]:
@@ -395,6 +408,8 @@ class Resolver:
                         size = self._num(v)
                         if not isinstance(size, int) or size < 0:
                             raise FuseError(f"axis {n} needs a non-negative integer extent, got {size!r}", v.loc)
+                        if size > MAX_INDEX:
+                            raise FuseError(f"index out of range: axis {n} has extent {size}, above 2^63-1", v.loc)
                         if n in self.axes and self.axes[n][0] != size:
                             raise FuseError(
                                 f"axis {n} declared again with extent {size}",
@@ -420,16 +435,21 @@ class Resolver:
         self.consts[name] = (value, loc)
 
     def _import(self, path: str, prefix: str, loc: Loc, base_dir: Path) -> None:
-        target = (base_dir / path).resolve()
+        target = checked_path(path, base_dir, "import", loc)
         if target in self._import_stack:
             chain = " -> ".join(p.name for p in [*self._import_stack, target])
             raise FuseError(f"import cycle: {chain}", loc)
-        if not target.is_file():
-            raise FuseError(f"cannot import '{path}': no such file (resolved to {target})", loc)
+        try:
+            exists, is_file = target.exists(), target.is_file()
+        except (OSError, ValueError):
+            exists = is_file = False
+        if not is_file:
+            problem = "not a regular file" if exists else "no such file"
+            raise FuseError(f"cannot import '{shown(path)}': {problem} (resolved to {shown(target)})", loc)
         if self._parse_file is None:
             from fuse_mlir.frontend.parser import parse
 
-            module = parse(target.read_text(), str(target))
+            module = parse(read_text_file(target, "import", loc), str(target))
         else:
             module = self._parse_file(target)
         self._import_stack.append(target)

@@ -21,6 +21,7 @@ from typing import IO, Any
 import numpy as np
 
 from fuse_mlir.diagnostics import FuseError, Loc
+from fuse_mlir.paths import path_problem, shown
 
 SINK_EXTENSIONS: tuple[str, ...] = (".npy", ".npz", ".json", ".jsonl", ".csv", ".tsv")
 
@@ -29,9 +30,19 @@ Value = np.ndarray | Mapping[str, Any] | float | int | bool
 
 def resolve_sink_path(path: str, out_root: Path, *, loc: Loc | None = None) -> Path:
     """The absolute file a sink path names under ``out_root``, with its missing
-    folders created; a path that escapes the root is an error."""
+    folders created; a path that escapes the root is an error, and so is one the
+    system refuses (a NUL character, an over-long name)."""
     if not path:
         raise FuseError("a sink path must not be empty", loc)
+    try:
+        if "\0" in path or "\0" in os.fspath(out_root):
+            raise ValueError("embedded null byte")
+        return _resolve_sink_path(path, out_root, loc)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise FuseError(f"cannot write sink '{shown(path)}': {path_problem(exc)}", loc) from None
+
+
+def _resolve_sink_path(path: str, out_root: Path, loc: Loc | None) -> Path:
     root = Path(out_root).resolve()
     target = (root / Path(path)).resolve()
     if not target.is_relative_to(root):
@@ -56,9 +67,9 @@ def write_sink(path: str, value: Value, out_root: Path, *, name: str = "value", 
     ``name`` is the key a single array gets in an ``.npz``. Returns the file written."""
     ext = Path(path).suffix.lower()
     if ext not in SINK_EXTENSIONS:
-        shown = f"'{ext}'" if ext else "no extension"
+        kind = f"'{ext}'" if ext else "no extension"
         raise FuseError(
-            f"cannot write sink '{path}': unsupported file type ({shown}); supported: {', '.join(SINK_EXTENSIONS)}",
+            f"cannot write sink '{path}': unsupported file type ({kind}); supported: {', '.join(SINK_EXTENSIONS)}",
             loc,
         )
     target = resolve_sink_path(path, out_root, loc=loc)
@@ -149,8 +160,8 @@ def _write_jsonl(f: IO[bytes], data: np.ndarray | dict[str, np.ndarray], path: s
                 raise FuseError(f"cannot write sink '{path}': entry '{k}' is a scalar and has no rows", loc)
             lengths[k] = v.shape[0]
         if len(set(lengths.values())) > 1:
-            shown = ", ".join(f"{k}: {n}" for k, n in lengths.items())
-            raise FuseError(f"cannot write sink '{path}': entries have different numbers of rows ({shown})", loc)
+            counts = ", ".join(f"{k}: {n}" for k, n in lengths.items())
+            raise FuseError(f"cannot write sink '{path}': entries have different numbers of rows ({counts})", loc)
         cols = {k: _to_json(v, path, loc) for k, v in data.items()}
         n = next(iter(lengths.values()))
         _write_text(f, (json.dumps({k: rows[i] for k, rows in cols.items()}) for i in range(n)))

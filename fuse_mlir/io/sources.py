@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fuse_mlir.diagnostics import FuseError, Loc, register_source
+from fuse_mlir.paths import checked_path, shown
 
 SOURCE_EXTENSIONS: tuple[str, ...] = (".npy", ".npz", ".json", ".csv", ".tsv", ".txt", ".safetensors")
 
@@ -50,18 +51,22 @@ def _open_check(path: str, base_dir: Path, loc: Loc | None) -> tuple[Path, str]:
     and return the resolved path and its lower-case extension."""
     if not path:
         raise FuseError("a source path must not be empty", loc)
-    resolved = resolve_source_path(path, base_dir)
+    resolved = checked_path(path, base_dir, "source", loc)  # NUL or an over-long name: a FuseError
     ext = resolved.suffix.lower()
     if ext not in SOURCE_EXTENSIONS:
-        shown = f"'{ext}'" if ext else "no extension"
+        kind = f"'{ext}'" if ext else "no extension"
         raise FuseError(
-            f"cannot read source '{path}': unsupported file type ({shown}); supported: {', '.join(SOURCE_EXTENSIONS)}",
+            f"cannot read source '{shown(path)}': unsupported file type ({kind}); supported: {', '.join(SOURCE_EXTENSIONS)}",
             loc,
         )
-    if not resolved.exists():
-        raise FuseError(f"cannot read source '{path}': no such file (resolved to {resolved})", loc)
-    if not resolved.is_file():
-        raise FuseError(f"cannot read source '{path}': not a regular file (resolved to {resolved})", loc)
+    try:
+        exists, is_file = resolved.exists(), resolved.is_file()
+    except (OSError, ValueError) as exc:
+        raise FuseError(f"cannot read source '{shown(path)}': {getattr(exc, 'strerror', None) or exc}", loc) from None
+    if not exists:
+        raise FuseError(f"cannot read source '{shown(path)}': no such file (resolved to {shown(resolved)})", loc)
+    if not is_file:
+        raise FuseError(f"cannot read source '{shown(path)}': not a regular file (resolved to {shown(resolved)})", loc)
     return resolved, ext
 
 
@@ -364,6 +369,12 @@ def _is_number(text: str) -> bool:
     return True
 
 
+MAX_FACT_ELEMENTS = 1 << 30
+"""Most elements of the dense tensor a ``.csv``/``.tsv`` coordinate source becomes (1 GiB as int8): the
+extents come from the largest coordinates, so one stray large number must not allocate gigabytes."""
+_FACT_LIMIT = f"more than the {MAX_FACT_ELEMENTS:,} a coordinate source may hold"
+
+
 def _read_facts(resolved: Path, path: str, rank: int | None, loc: Loc | None) -> np.ndarray:
     """Integer coordinate facts, one per row: a boolean int8 tensor with 1 at each
     coordinate, or a float64 tensor when a last column holds values (when ``rank``
@@ -381,6 +392,7 @@ def _read_facts(resolved: Path, path: str, rank: int | None, loc: Loc | None) ->
         return FuseError(f"in source '{path}': {message}", Loc(file, lineno, col, max(1, length)), _notes(loc))
 
     declared: tuple[int, ...] | None = None
+    declared_line = 1
     header: list[str] | None = None
     rows: list[tuple[int, str, list[tuple[str, int]]]] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -392,6 +404,7 @@ def _read_facts(resolved: Path, path: str, rank: int | None, loc: Loc | None) ->
             if declared is not None:
                 raise fail("a second '# shape:' comment", lineno)
             declared = tuple(int(d) for d in dims)
+            declared_line = lineno
             continue
         content = raw.split("#", 1)[0]
         if not content.strip():
@@ -442,6 +455,14 @@ def _read_facts(resolved: Path, path: str, rank: int | None, loc: Loc | None) ->
                 raise fail("empty coordinate", lineno, col)
             if not _INT_RE.match(field):
                 raise fail(f"coordinate {field!r} is not an integer", lineno, col, len(field))
+            if len(field.lstrip("+0")) > 19 or int(field) > MAX_FACT_ELEMENTS:
+                raise fail(
+                    f"coordinate {field} is too large: a coordinate source becomes a dense tensor of at most "
+                    f"{MAX_FACT_ELEMENTS:,} elements",
+                    lineno,
+                    col,
+                    len(field),
+                )
             v = int(field)
             if v < 0:
                 raise fail(f"coordinate {field} is negative", lineno, col, len(field))
@@ -461,6 +482,19 @@ def _read_facts(resolved: Path, path: str, rank: int | None, loc: Loc | None) ->
         shape = declared
     else:
         shape = tuple(int(n) for n in coords.max(axis=0) + 1) if rows else (0,) * ncoord
+    if math.prod(shape) > MAX_FACT_ELEMENTS:
+        if declared is not None:
+            raise fail(f"the '# shape:' comment asks for {math.prod(shape):,} elements, {_FACT_LIMIT}", declared_line)
+        column = max(range(ncoord), key=lambda c: shape[c])
+        r = int(coords[:, column].argmax())
+        field, col = rows[r][2][column]
+        raise fail(
+            f"coordinate {field} makes the tensor {' x '.join(map(str, shape))} = {math.prod(shape):,} elements, "
+            f"{_FACT_LIMIT}",
+            rows[r][0],
+            col,
+            len(field),
+        )
 
     if not valued:
         out = np.zeros(shape, dtype=np.int8)

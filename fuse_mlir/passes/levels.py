@@ -105,7 +105,7 @@ register_level(
     "loop",
     "lower-ew-to-loop",
     description="loop nests over buffers in func @fuse_main (loop dialect + arith/math), the native ABI's shape",
-    dialects=("loop",),
+    dialects=("loop", "func"),  # func: a program with no equations lowers to an empty @fuse_main, no loop op
 )
 register_level(
     "llvm-dialect",

@@ -105,7 +105,7 @@ class CallState:
     )
 
     def __init__(self, kernel: Any, n_slots: int, n_scratch: int):
-        self.kernel = kernel
+        self.kernel = weakref.proxy(kernel)  # the kernel keeps its idle states: no cycle back to it (see StatePool)
         self.n = n_slots
         self.words = np.zeros(HEADER + 3 * n_slots + n_scratch, dtype=np.int64)
         self.words[1] = n_slots
@@ -196,7 +196,9 @@ class StatePool:
     __slots__ = ("free", "kernel")
 
     def __init__(self, kernel: Any):
-        self.kernel = kernel
+        # A proxy, not a reference: the kernel owns a pool of its own, whose states point back at it, and a
+        # cycle would keep the kernel's machine code alive until the cycle collector happens to run.
+        self.kernel = weakref.proxy(kernel)
         self.free: list[CallState] = []
 
     def take(self) -> CallState:

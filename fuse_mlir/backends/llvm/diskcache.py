@@ -11,7 +11,8 @@ calls, constants), so a warm start skips every pass and all of LLVM.
 File layout: ``FUSEKC01`` (8 bytes), the sha256 of the payload (32), the
 payload length (8, little-endian), then the payload: a 4-byte header length,
 the JSON header (which repeats the key) and the object code. A file that is
-short, fails its checksum, or carries another key is ignored (and rewritten
+short, fails its checksum, carries another key, is not a regular file (a link, a FIFO, a
+device) or is larger than ``MAX_ENTRY_BYTES`` is ignored (and rewritten
 by the caller). Writes go to a temporary file in the same folder, renamed into
 place: readers in other processes see a whole entry or none.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 import tempfile
 from pathlib import Path
@@ -32,6 +34,8 @@ from typing import Any
 __all__ = ["cache_dir", "code_version", "entry_path", "read_entry", "write_entry"]
 
 MAGIC = b"FUSEKC01"
+MAX_ENTRY_BYTES = 256 << 20
+"""The largest entry read back (a kernel's object code is kilobytes): anything larger is treated as corrupt."""
 _HEAD = struct.Struct("<8s32sQ")
 _code_version: str | None = None
 
@@ -72,13 +76,29 @@ def entry_path(key: str, kind: str = "kernels") -> Path:
     return cache_dir() / kind / f"{key}.bin"
 
 
+def _read_bounded(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file (not a link, FIFO or device) of at most
+    :data:`MAX_ENTRY_BYTES`; None otherwise. Checked before opening (``lstat``) and on the open file
+    (``fstat``, opened without following links or blocking), and the read itself is bounded."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+                return None
+            data = f.read(MAX_ENTRY_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    return data if len(data) <= MAX_ENTRY_BYTES else None
+
+
 def read_entry(key: str, kind: str = "kernels") -> tuple[dict[str, Any], bytes] | None:
     """The (header, object code) stored for ``key``, or None when absent, truncated, corrupt or for another key."""
-    try:
-        data = entry_path(key, kind).read_bytes()
-    except OSError:
-        return None
-    if len(data) < _HEAD.size:
+    data = _read_bounded(entry_path(key, kind))
+    if data is None or len(data) < _HEAD.size:
         return None
     magic, digest, length = _HEAD.unpack_from(data)
     payload = data[_HEAD.size :]

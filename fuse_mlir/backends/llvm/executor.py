@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
 from fuse_mlir.backends.llvm.arena import StatePool, install_allocator
 from fuse_mlir.backends.llvm.parallel import resolve as resolve_threads
 from fuse_mlir.backends.llvm.runtime import KernelSpec, NativeKernel
+from fuse_mlir.backends.memcache import BoundedCache
 from fuse_mlir.backends.outputs import check_out
 from fuse_mlir.diagnostics import FuseError, Loc
 from fuse_mlir.frontend.lower import Lowered
@@ -49,7 +50,7 @@ class CompiledProgram:
     from_disk: bool = False
 
 
-_CACHE: dict[str, CompiledProgram] = {}
+_CACHE: BoundedCache[CompiledProgram] = BoundedCache()  # LRU, at most $FUSE_CACHE_MAX entries
 _LOCK = threading.Lock()
 
 

@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 
 from fuse_mlir.backends.array_walk import check_return_type
 from fuse_mlir.backends.llvm.executor import lower_to_loop
+from fuse_mlir.backends.memcache import BoundedCache
 from fuse_mlir.backends.numba import kernels
 from fuse_mlir.backends.numba.render import render_module
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc, format_details
@@ -51,7 +52,7 @@ class NumbaProgram:
     compile_seconds: float
 
 
-_CACHE: dict[str, NumbaProgram] = {}
+_CACHE: BoundedCache[NumbaProgram] = BoundedCache()  # LRU, at most $FUSE_CACHE_MAX entries
 _LOCK = threading.Lock()
 
 
@@ -107,8 +108,7 @@ def compile_numba(
     }
     program = NumbaProgram(loop_module, source, function, arg_types, errors, scalar_results, time.perf_counter() - t0)
     with _LOCK:
-        _CACHE[key] = program
-    return program
+        return _CACHE.setdefault(key, program)
 
 
 class NumbaExecutor:
