@@ -200,3 +200,17 @@ def test_fuse_run_check_bounds(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "[0. 2. 4.]" in out.stdout
+
+
+def test_donated_and_out_buffers_pass_checked():
+    """Buffers bound to a donated input or to the caller's out= array are checked against their extents too."""
+    rng = np.random.default_rng(1)
+    a, b, c = rng.standard_normal((5, 6)), rng.standard_normal((6, 3)), rng.standard_normal((5, 3))
+    src = "Y[i, k] = relu(A[i, j] B[j, k] + C[i, k])\nexport Y"
+    want = np.maximum(a @ b + c, 0)
+    run = Program(src).compile("llvm", check_bounds=True, donate=["C"])
+    np.testing.assert_allclose(run(A=a, B=b, C=c.copy())["Y"], want, rtol=1e-12)
+    out = np.empty((5, 3))
+    got = Program(src).compile("llvm", check_bounds=True)(A=a, B=b, C=c, out={"Y": out})["Y"]
+    assert got is out
+    np.testing.assert_allclose(out, want, rtol=1e-12)

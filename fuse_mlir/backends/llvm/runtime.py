@@ -799,6 +799,8 @@ class NativeKernel:
             raise FuseRuntimeError(f"runtime callback failed: {e}") from e
         if rc == ERR_ALLOC:
             raise FuseRuntimeError(out_of_memory(self._array_name(b), a))
+        if rc == ERR_LAYOUT:  # _prepare copies such arrays; reaching this is a runtime bug, reported as one
+            raise FuseRuntimeError("an input array is not C-contiguous and aligned even after a copy")
         if rc == ERR_SIZE:
             raise FuseRuntimeError(
                 f"{self._array_name(a)} would need 2^63 bytes or more: the product of its extents overflows"
