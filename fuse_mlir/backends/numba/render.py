@@ -202,6 +202,7 @@ class Renderer:
             if isinstance(op, loop.ResultOp):
                 self.result_slots[op.slot.value.data] = op.buffer.type  # type: ignore[assignment]
         self.host_calls: dict[int, Any] = {}
+        self.collapses = 0  # perfect nests collapsed into one loop so far (names their counters)
 
     def name(self, v: SSAValue) -> str:
         n = self.names.get(v)
@@ -320,6 +321,10 @@ class Renderer:
         self.emit(depth, f"{self.name(op.buffer)}[{self._index(op.positions)}] = {self.name(op.value)}")
 
     def for_(self, op: loop.ForOp, depth: int, loops: int, in_prange: bool) -> None:
+        chain = _perfect_chain(op)
+        if loops + len(chain) > MAX_NESTED_LOOPS and len(chain) > 1:
+            self.collapsed(chain, depth, loops, in_prange)
+            return
         body = op.body.block
         iv, rest = body.args[0], body.args[1:]
         carried = [f"{self.name(r)}" for r in op.results]
@@ -336,6 +341,44 @@ class Renderer:
         for a, c in zip(rest, carried):
             self.emit(depth + 1, f"{self.name(a)} = {c}")
         yielded = self.block(body, depth + 1, loops + 1, in_prange or use_prange)
+        for c, y in zip(carried, yielded):
+            self.emit(depth + 1, f"{c} = {self.name(y)}")
+        self.emit(depth + 1, "pass")
+        if loops == 0:
+            self.emit(depth, f"if err[0] != 0: return {self.results_tuple()}")
+
+    def collapsed(self, chain: list[loop.ForOp], depth: int, loops: int, in_prange: bool) -> None:
+        """A perfect nest rendered as one Python loop over the product of its trip counts.
+
+        Python refuses more than 20 statically nested loops in one function,
+        and an equation may have more indices than that. Each loop's index is
+        decoded from the flat counter (the last loop varies fastest, as in
+        the nest); the carried values run through the single loop unchanged.
+        """
+        outer = chain[0]
+        self.collapses += 1
+        tag = self.collapses
+        carried = [self.name(r) for r in outer.results]
+        for c, init in zip(carried, outer.inits):
+            self.emit(depth, f"{c} = {self.name(init)}")
+        trips = []
+        for f in chain:
+            lo, hi, st = self.name(f.lower), self.name(f.upper), self.name(f.step)
+            n = f"_n{tag}_{len(trips)}"
+            self.emit(depth, f"{n} = max(0, ({hi} - {lo} + {st} - 1) // {st})")
+            trips.append(n)
+        flat = f"_f{tag}"
+        self.emit(depth, f"for {flat} in range({' * '.join(trips)}):")
+        rest = f"_r{tag}"
+        self.emit(depth + 1, f"{rest} = {flat}")
+        for f, n in reversed(list(zip(chain, trips))):
+            iv = f.body.block.args[0]
+            self.emit(depth + 1, f"{self.name(iv)} = {self.name(f.lower)} + ({rest} % {n}) * {self.name(f.step)}")
+            self.emit(depth + 1, f"{rest} = {rest} // {n}")
+        for f in chain:
+            for a, c in zip(f.body.block.args[1:], carried):
+                self.emit(depth + 1, f"{self.name(a)} = {c}")
+        yielded = self.block(chain[-1].body.block, depth + 1, loops + 1, in_prange)
         for c, y in zip(carried, yielded):
             self.emit(depth + 1, f"{c} = {self.name(y)}")
         self.emit(depth + 1, "pass")
@@ -364,6 +407,30 @@ class Renderer:
         ins = "".join(f"{self.name(v)}, " for v in op.inputs)
         self.emit(depth, f"with objmode({types}):")
         self.emit(depth + 1, f"{''.join(o + ', ' for o in outs)}= _host({cid}, ({ins}))")
+
+
+MAX_NESTED_LOOPS = 16
+"""Loops the renderer nests as Python ``for`` statements (Python allows 20 nested blocks); deeper perfect nests
+are collapsed into one loop."""
+
+
+def _perfect_chain(op: loop.ForOp) -> list[loop.ForOp]:
+    """``op`` and the loops perfectly nested in it: each body is one loop carrying the outer's values, and a yield
+    of its results; inner bounds come from outside the chain."""
+    chain = [op]
+    inside: set[SSAValue] = set(op.body.block.args)
+    while True:
+        block = chain[-1].body.block
+        ops = list(block.ops)
+        if len(ops) != 2 or not isinstance(ops[0], loop.ForOp) or not isinstance(ops[1], loop.YieldOp):
+            return chain
+        inner, yield_ = ops[0], ops[1]
+        if list(inner.inits) != list(block.args[1:]) or list(yield_.values) != list(inner.results):
+            return chain
+        if any(v in inside for v in (inner.lower, inner.upper, inner.step)):
+            return chain
+        chain.append(inner)
+        inside |= set(inner.body.block.args)
 
 
 _LOOP_RENDER: dict[type[Operation], Callable[[Renderer, Any, int, int, bool], None]] = {
