@@ -628,6 +628,23 @@ def test_sixty_distinct_indices(every_backend):
         np.testing.assert_allclose(got, want, rtol=1e-10, err_msg=src[:20])
 
 
+def test_products_of_many_factors(every_backend):
+    """A term of 100 factors (more operands than one einsum call takes): every backend multiplies them all."""
+    backend, options = every_backend
+    x = np.linspace(0.9, 1.1, 3)
+    a = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    cases = [
+        ("Y[i] = " + " * ".join(["X[i]"] * 100), x**100),
+        ("Y[i] max= " + " ".join(["A[j, i]"] * 41), (a**41).max(axis=0)),
+        ("S = " + " ".join(["A[j, i]"] * 40), np.sum(a**40)),
+        ("S = " + " ".join(f"A[j{k}, i]" for k in range(36)), np.sum(a.sum(axis=0) ** 36)),
+    ]
+    for src, want in cases:
+        inputs = {"X": x} if "X[" in src else {"A": a}
+        out = Program(src).compile(backend, **options)(**inputs)
+        np.testing.assert_allclose(out[list(out)[-1]], want, rtol=1e-9, err_msg=src[:20])
+
+
 @pytest.mark.parametrize("zero", [False, True], ids=["extents 1-3", "an extent 0"])
 def test_deep_loop_nests(every_backend, zero):
     """24 indices in one equation: deeper than Python's 20 nested loops (the numba backend collapses the nest)."""

@@ -9,6 +9,8 @@ with a kernel that is only asked for at most ``limit`` distinct indices:
   that no other operand and not the result use, then contracts pairwise,
   each pair keeping only what the rest still needs (what einsum's own path
   does);
+- a product of more than :data:`EINSUM_OPERANDS` factors is folded, the
+  first factors into one operand, before anything else;
 - whatever still has too many indices is split along one index: a kept index
   stacks the parts, a projected one combines them with the projection's
   operator (sum, max, ...). Every split removes one index, so this ends, and
@@ -30,6 +32,9 @@ Kernel = Callable[[list[Array], list[tuple[Hashable, ...]], tuple[Hashable, ...]
 
 EINSUM_LABELS = 52
 """Distinct indices one ``einsum`` subscript string can name (a-z, A-Z)."""
+
+EINSUM_OPERANDS = 32
+"""Operands one kernel call is given at most (NumPy's ``einsum`` refuses more than its ``NPY_MAXARGS``)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,13 @@ def contract_named(
     ops = list(arrays)
     axes: list[tuple[Hashable, ...]] = [tuple(ns) for ns in names]
     result = tuple(out)
+    while len(ops) > EINSUM_OPERANDS:  # a product of many factors: fold the first ones into one operand
+        chunk, rest = axes[:EINSUM_OPERANDS], axes[EINSUM_OPERANDS:]
+        needed = {n for ns in rest for n in ns} | set(result)
+        # A linear projection may sum early what nothing else needs; max/min must see the whole product first.
+        keep = tuple(n for n in distinct(chunk) if n in needed or not linear)
+        folded = contract_named(ops[:EINSUM_OPERANDS], chunk, keep, kernel, kit, linear=linear, limit=limit)
+        ops, axes = [folded, *ops[EINSUM_OPERANDS:]], [keep, *rest]
     if len(distinct(axes)) <= limit:
         return kernel(ops, axes, result)
     if linear:
