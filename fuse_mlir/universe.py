@@ -36,6 +36,7 @@ PREFIX = "fuse-"
 # Every built-in pass of fuse_mlir.passes, by its registry name (tests/test_universe.py keeps this in step).
 PASSES = (
     "canonicalize",
+    "check-bounds",
     "contract-order",
     "cse",
     "dce",

@@ -105,7 +105,8 @@ class CallState:
     )
 
     def __init__(self, kernel: Any, n_slots: int, n_scratch: int):
-        self.kernel = weakref.proxy(kernel)  # the kernel keeps its idle states: no cycle back to it (see StatePool)
+        # The kernel keeps its idle states: no cycle back to it (see StatePool). None: a bare block (tests).
+        self.kernel = weakref.proxy(kernel) if kernel is not None else None
         self.n = n_slots
         self.words = np.zeros(HEADER + 3 * n_slots + n_scratch, dtype=np.int64)
         self.words[1] = n_slots
