@@ -16,6 +16,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -194,6 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     replaced = {n: p for n, p in paths.items() if n in file_sources}
     if replaced:
         program.replace_sources(load_inputs(program, replaced, ranks=_source_ranks(program)))
+    checked: dict[str, Any] = {"check_bounds": True} if args.check_bounds else {}
     runner = program.compile(
         args.backend,
         out_root=args.out_root,
@@ -201,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         mode=args.mode,
         max_iters=args.max_iters,
         profile=args.explain,
-        **({"check_bounds": True} if args.check_bounds else {}),
+        **checked,
     )
     inputs = load_inputs(program, {n: p for n, p in paths.items() if n not in replaced}, runner=runner)
     for _ in range(args.steps):

@@ -81,12 +81,12 @@ def contract_named(
     axes: list[tuple[Hashable, ...]] = [tuple(ns) for ns in names]
     result = tuple(out)
     while len(ops) > EINSUM_OPERANDS:  # a product of many factors: fold the first ones into one operand
-        chunk, rest = axes[:EINSUM_OPERANDS], axes[EINSUM_OPERANDS:]
-        needed = {n for ns in rest for n in ns} | set(result)
+        chunk, later = axes[:EINSUM_OPERANDS], axes[EINSUM_OPERANDS:]
+        needed = {n for ns in later for n in ns} | set(result)
         # A linear projection may sum early what nothing else needs; max/min must see the whole product first.
         keep = tuple(n for n in distinct(chunk) if n in needed or not linear)
         folded = contract_named(ops[:EINSUM_OPERANDS], chunk, keep, kernel, kit, linear=linear, limit=limit)
-        ops, axes = [folded, *ops[EINSUM_OPERANDS:]], [keep, *rest]
+        ops, axes = [folded, *ops[EINSUM_OPERANDS:]], [keep, *later]
     if len(distinct(axes)) <= limit:
         return kernel(ops, axes, result)
     if linear:

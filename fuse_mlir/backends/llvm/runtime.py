@@ -99,7 +99,7 @@ def _fuse_host_call(
     out_shapes: Any,
 ) -> int:
     ctx = state_at(rt)
-    if ctx is None:
+    if ctx is None or ctx.kernel is None:
         return 1
     try:
         spec = ctx.kernel.host_calls[int(call_id)]

@@ -361,7 +361,7 @@ class Renderer:
         carried = [self.name(r) for r in outer.results]
         for c, init in zip(carried, outer.inits):
             self.emit(depth, f"{c} = {self.name(init)}")
-        trips = []
+        trips: list[str] = []
         for f in chain:
             lo, hi, st = self.name(f.lower), self.name(f.upper), self.name(f.step)
             n = f"_n{tag}_{len(trips)}"
