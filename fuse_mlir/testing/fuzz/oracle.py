@@ -195,6 +195,7 @@ class Oracle:
         self.fns: dict[str, FnDef] = {f.name: f for f in prog.fns}
         self.extents = dict(prog.extents)
         self.eq: Eq | None = None
+        self.sized_names = _sized_names(prog)
 
     # -- programs -----------------------------------------------------------------------------------
 
@@ -236,10 +237,12 @@ class Oracle:
         return tuple(shape)
 
     def extent(self, name: str, eq: Eq) -> int:
+        """An index's extent in ``eq``: from its tensors there, else (a pure broadcast, §4 Extents) from an
+        ``axis`` declaration or the name's use on a tensor elsewhere in the program; none is an error."""
         ext = self.eq_extents.get(name) if getattr(self, "eq_extents", None) else None
         if ext is not None:
             return ext
-        if name in self.extents:
+        if name in self.extents and name in self.sized_names:
             return self.extents[name]
         raise Reject(f"no extent for {name} in {eq.text()}")
 
@@ -339,6 +342,24 @@ class Oracle:
         raise Reject(f"cannot evaluate {type(e).__name__} here")
 
     def binary(self, op: str, a: NA, b: NA) -> NA:
+        if a.weak and b.weak and op in ("+", "-", "*", "/", "**"):
+            # literal with literal stays a weak Python scalar (NEP 50): it must not widen a typed tensor later
+            x, y = a.a, b.a
+            if op == "**" and isinstance(x, int) and isinstance(y, int) and y < 0:
+                raise Undefined("negative integer power")
+            if op == "/" and y == 0:
+                raise Undefined("division of literals by zero")
+            if op == "+":
+                return NA(x + y, ())
+            if op == "-":
+                return NA(x - y, ())
+            if op == "*":
+                return NA(x * y, ())
+            if op == "/":
+                return NA(x / y, ())
+            if x == 0 and y < 0:
+                raise Undefined("zero to a negative power")
+            return NA(x**y, ())
         (x, y), names = align(a, b)
         if op == "+":
             return NA(_int_op(np.add, x, y), names)
@@ -414,6 +435,7 @@ class Oracle:
                 sl[axis] = slice(item.start, item.stop, item.step)
                 arr = arr[tuple(sl)]
                 names.append(item.text())
+                self.note_extent(item.text(), arr.shape[axis])  # same text joins: the lengths must agree
             elif isinstance(item, IGather):
                 idx = self.ref(item.ref)
                 ia = np.asarray(idx.a)
@@ -488,12 +510,23 @@ class Oracle:
             axis = kw.get("axis")
             if not isinstance(axis, str):
                 raise Reject("concat without a named axis")
-            args = self.call_args(c, keep, axis)
+            # each argument has its own extent along the joined axis; the result's is their sum (§4 Extents)
+            outer = self.eq_extents.pop(axis, None)
+            args = []
+            for k, a in enumerate(c.args):
+                self.eq_extents.pop(axis, None)
+                others = {n for j, b in enumerate(c.args) if j != k for n in mentions(b)}
+                args.append(self.arg(a, keep | others | {axis}))
             names = args[0].names
             if axis not in names or any(set(a.names) != set(names) for a in args):
                 raise Reject("concat arguments differ")
             arrs = [np.asarray(a.a).transpose([a.names.index(n) for n in names]) for a in args]
-            return NA(np.concatenate(arrs, axis=names.index(axis)), names)
+            out = np.concatenate(arrs, axis=names.index(axis))
+            self.eq_extents.pop(axis, None)
+            if outer is not None and outer != out.shape[names.index(axis)]:
+                raise Reject("concat axis used elsewhere in the equation")
+            self.eq_extents[axis] = out.shape[names.index(axis)]
+            return NA(out, names)
         args = self.call_args(c, keep, None)
         if fn in ("select", "case"):
             xs, names = align(*args)
@@ -568,6 +601,7 @@ class Oracle:
             inner.values[pname] = np.asarray(a.a)
         eq = Eq(f.out, tuple(IName(n) for n in f.out_idx), "=", f.body)
         inner.extents = {p: self.extent_of(bind[p], args) for p in bind}
+        inner.sized_names = set(inner.extents)
         val = inner.group([eq])
         return NA(val, tuple(bind[n] for n in f.out_idx))
 
@@ -576,6 +610,34 @@ class Oracle:
             if name in a.names:
                 return int(np.shape(a.a)[a.names.index(name)])
         raise Reject("fn extent")
+
+
+def _sized_names(prog: FuzzProgram) -> set[str]:
+    """Index names that have an extent somewhere in the program: declared axes, names indexing a tensor
+    (inputs and defined tensors, inside gathers too), and the left-hand names of constructors."""
+    out = {d.name for d in prog.decls if d.kind == "axis"}
+
+    def walk(e: Any) -> None:
+        if isinstance(e, Ref):
+            for i in e.idx:
+                if isinstance(i, IName | IOff):
+                    out.add(i.name)
+                elif isinstance(i, IGather):
+                    walk(i.ref)
+            return
+        if isinstance(e, tuple):
+            for x in e:
+                walk(x)
+            return
+        if hasattr(e, "__dataclass_fields__"):
+            for v in vars(e).values():
+                walk(v)
+
+    for eq in prog.eqs:
+        walk(eq.rhs)
+        if isinstance(eq.rhs, ListConst) or (isinstance(eq.rhs, Call) and eq.rhs.fn == "causal_mask"):
+            out.update(i.name for i in eq.lidx if isinstance(i, IName))
+    return out
 
 
 def _softmax(x: np.ndarray, k: int) -> np.ndarray:
