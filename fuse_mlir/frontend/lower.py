@@ -1078,7 +1078,9 @@ class Lowerer:
                         raise FuseError(f"reduce over {i.name}, which the expression does not have", i.loc)
                 keep = [n for n in names if n not in gone]
                 if isinstance(body, A.BinOp) and body.op == "*" or not isinstance(body, A.BinOp):
-                    return self.lower_term(body, keep, op, needed | set(keep))
+                    # the reduced names are bound here: an outer use of the same name is another index
+                    # (an inlined fn's contracted index bound to a call-site index the caller keeps)
+                    return self.lower_term(body, keep, op, (needed - gone) | set(keep))
                 v = self.lower_elem(body, proj, needed | set(names))
                 return self.reduce(op, v, keep)
             case A.Call():
@@ -1090,13 +1092,20 @@ class Lowerer:
         raise FuseError("unsupported expression", getattr(e, "loc", None))
 
     def lower_select(self, branches, default, proj: str, needed: set[str]) -> Val:
+        """``c ? a : b`` / ``case``: each part is evaluated over what it shares with the rest of the equation
+        and with the other parts (as an operand of any operator), never over its own indices alone, so a call
+        inside one branch projects the indices only it has (LANGUAGE.md §4 "Function calls")."""
         every = [x for b in branches for x in b] + ([default] if default is not None else [])
-        allnames = {n for x in every for n in free_indices(x)}
-        inner = needed | allnames
-        result: Val = Weak(0) if default is None else self.lower_elem(default, proj, inner)
-        for cond, value in reversed(branches):
-            c = self.lower_elem(cond, proj, inner)
-            v = self.lower_elem(value, proj, inner)
+        frees = [set(free_indices(x)) for x in every]
+
+        def inner(k: int) -> set[str]:
+            return needed.union(*(f for j, f in enumerate(frees) if j != k))
+
+        result: Val = Weak(0) if default is None else self.lower_elem(default, proj, inner(len(every) - 1))
+        for b in range(len(branches) - 1, -1, -1):
+            cond, value = branches[b]
+            c = self.lower_elem(cond, proj, inner(2 * b))
+            v = self.lower_elem(value, proj, inner(2 * b + 1))
             result = self.map("select", [c, v, result])
         return result
 
@@ -1287,10 +1296,15 @@ class Lowerer:
         eq = self.prog.equations[self.eq_id] if self.eq_id >= 0 else None
         lhs_names = [i.name for i in (eq.lhs.indices or ()) if isinstance(i, A.IndexName)] if eq else []
         if b.name == "case":
+            # the function form is nested selects: its arguments are call arguments, projected inside the
+            # call over the indices they do not share (LANGUAGE.md §4), exactly as select's are
             args = list(call.args)
-            default = args.pop() if len(args) % 2 == 1 else None
-            pairs = [(args[k], args[k + 1]) for k in range(0, len(args), 2)]
-            return self.lower_select(pairs, default, proj, needed)
+            nested: A.Expr = args.pop() if len(args) % 2 == 1 else A.Number(0, True, call.loc)
+            for k in range(len(args) - 2, -1, -2):
+                nested = A.Call("select", (args[k], args[k + 1], nested), (), call.loc)
+            if not isinstance(nested, A.Call):
+                return self.lower_elem(nested, proj, needed)
+            return self.lower_call(nested, proj, needed)
         if b.name == "const":
             arr = literal_array(call.args[0])
             op = self.emit(te.ConstantOp(arr, lhs_names[: arr.ndim]))
