@@ -51,7 +51,6 @@ from fuse_mlir.testing.fuzz.program import (
     Ref,
     Ternary,
     Un,
-    mentions,
 )
 
 
@@ -319,8 +318,8 @@ class Oracle:
                 return _neg(v)
             return NA((np.asarray(v.a) == 0).astype(np.int8), v.names)
         if isinstance(e, Bin):
-            a = self.ev(e.a, keep | set(mentions(e.b)))
-            b = self.ev(e.b, keep | set(mentions(e.a)))
+            a = self.ev(e.a, keep | self.free(e.b))
+            b = self.ev(e.b, keep | self.free(e.a))
             return self.binary(e.op, a, b)
         if isinstance(e, Ternary):
             return self.select([e.c, e.a, e.b], keep)
@@ -330,7 +329,10 @@ class Oracle:
                 flat += [c, v]
             return self.select([*flat, e.default], keep)
         if isinstance(e, Reduce):
-            body = self.ev(e.body, keep | set(e.names))
+            # the reduced names are bound by the reduce: the body shares the outer names it keeps and its own
+            # other factors' names, as a one-term equation over the kept names would
+            bound = set(e.names)
+            body = self.ev(e.body, (keep - bound) | (self.free(e.body) - bound))
             missing = [n for n in e.names if n not in body.names]
             if missing:
                 raise Reject("reduce of a name its body lacks")
@@ -340,6 +342,45 @@ class Oracle:
         if isinstance(e, FnCall):
             return self.fn_call(e, keep)
         raise Reject(f"cannot evaluate {type(e).__name__} here")
+
+    def free(self, e: Expr) -> set[str]:
+        """The index names ``e``'s value ranges over: what it can share with the rest of the equation.
+
+        A name bound inside ``e`` (the axis a reducing builtin consumes, the names of a ``reduce``) is not
+        free: ``sum(B[j], axis=j)`` shares no ``j`` with a neighbouring factor. Names a call's argument
+        projects inside the call still count (the call is written over them).
+        """
+        if isinstance(e, Ref):
+            out: set[str] = set()
+            for i in e.idx:
+                if isinstance(i, IName | IOff):
+                    out.add(i.name)
+                elif isinstance(i, ISlice):
+                    out.add(i.text())
+                elif isinstance(i, IGather):
+                    out |= self.free(i.ref)
+            return out
+        if isinstance(e, Lit | ListConst):
+            return set()
+        if isinstance(e, Reduce):
+            return self.free(e.body) - set(e.names)
+        if isinstance(e, Call):
+            fn = ALIASES.get(e.fn.lower(), e.fn.lower())
+            if fn in ("const", "causal_mask"):
+                return set()
+            args = set().union(*(self.free(a) for a in e.args)) if e.args else set()
+            if fn in REDUCE_FNS or (fn in ("max", "min") and len(e.args) == 1):
+                try:
+                    return args - {self.axis_name(e, e.args[0])}
+                except Reject:
+                    return args
+            return args
+        parts = [v for v in vars(e).values() if hasattr(v, "__dataclass_fields__")]
+        if isinstance(e, CaseExpr):
+            parts = [x for arm in e.arms for x in arm] + [e.default]
+        if isinstance(e, FnCall):
+            parts = list(e.args)
+        return set().union(*(self.free(x) for x in parts)) if parts else set()
 
     def binary(self, op: str, a: NA, b: NA) -> NA:
         if a.weak and b.weak and op in ("+", "-", "*", "/", "**"):
@@ -389,7 +430,7 @@ class Oracle:
 
     def select(self, parts: list[Expr], keep: set[str]) -> NA:
         """``c1 ? v1 : (c2 ? v2 : ... default)``: the value of the first true condition."""
-        vals = [self.ev(p, keep | {n for q in parts if q is not p for n in mentions(q)}) for p in parts]
+        vals = [self.ev(p, keep.union(*(self.free(q) for j, q in enumerate(parts) if j != k))) for k, p in enumerate(parts)]
         xs, names = align(*vals)
         result = xs[-1]
         for k in range(len(xs) - 3, -1, -2):
@@ -470,7 +511,7 @@ class Oracle:
     def call_args(self, c: Call | FnCall, keep: set[str], axis: str | None) -> list[NA]:
         out = []
         for k, a in enumerate(c.args):
-            others = {n for j, b in enumerate(c.args) if j != k for n in mentions(b)}
+            others = set().union(*(self.free(b) for j, b in enumerate(c.args) if j != k))
             kept = keep | others | ({axis} if axis else set())
             out.append(self.arg(a, kept))
         return out
@@ -515,7 +556,7 @@ class Oracle:
             args = []
             for k, a in enumerate(c.args):
                 self.eq_extents.pop(axis, None)
-                others = {n for j, b in enumerate(c.args) if j != k for n in mentions(b)}
+                others = set().union(*(self.free(b) for j, b in enumerate(c.args) if j != k))
                 args.append(self.arg(a, keep | others | {axis}))
             names = args[0].names
             if axis not in names or any(set(a.names) != set(names) for a in args):
