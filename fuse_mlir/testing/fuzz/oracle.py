@@ -263,9 +263,9 @@ class Oracle:
         # broadcast to the named left-hand side axes
         lshape = [self.extent(n, eq) for n in lnames]
         if body.weak:
-            arr = np.full(lshape, body.a) if lnames else body.a
-            if not lnames:
-                return NA(np.asarray(arr), ())
+            arr = np.full(lshape, body.a) if lnames else np.asarray(body.a)
+            if not eq.lidx:
+                return NA(arr, ())
         else:
             missing = [n for n in body.names if n not in lnames]
             if missing:
@@ -303,7 +303,18 @@ class Oracle:
     # -- expressions --------------------------------------------------------------------------------
 
     def ev(self, e: Expr, keep: set[str]) -> NA:
-        """The pointwise value of ``e``; ``keep`` holds the names its context shares (for calls inside)."""
+        """The pointwise value of ``e``; ``keep`` holds the names its context shares (for calls inside).
+
+        An expression of literals only (``1.0 < 2``, ``min(2, 1.5)``, ``-1.25 * 2``) is itself a weak
+        literal (§8: a literal does not widen a typed tensor), whatever operators and builtins combine them.
+        """
+        v = self._ev(e, keep)
+        if not v.weak and not v.names and _literal_only(e):
+            item = np.asarray(v.a).item()
+            return NA(int(item) if isinstance(item, int | bool) else float(item), ())
+        return v
+
+    def _ev(self, e: Expr, keep: set[str]) -> NA:
         if isinstance(e, Ref):
             return self.ref(e)
         if isinstance(e, Lit):
@@ -651,6 +662,19 @@ class Oracle:
             if name in a.names:
                 return int(np.shape(a.a)[a.names.index(name)])
         raise Reject("fn extent")
+
+
+def _literal_only(e: Any) -> bool:
+    """Whether ``e`` is built from numeric literals alone (no tensor, constructor or fn call)."""
+    if isinstance(e, Ref | ListConst | FnCall):
+        return False
+    if isinstance(e, Call) and e.fn.lower() in ("const", "causal_mask"):
+        return False
+    if isinstance(e, tuple):
+        return all(_literal_only(x) for x in e)
+    if hasattr(e, "__dataclass_fields__"):
+        return all(_literal_only(v) for v in vars(e).values() if isinstance(v, tuple) or hasattr(v, "__dataclass_fields__"))
+    return True
 
 
 def _sized_names(prog: FuzzProgram) -> set[str]:
