@@ -158,6 +158,72 @@ class Worker:
         self.kill()
 
 
+class Pool:
+    """Several persistent :class:`Worker` processes, spawned once and fed one task at a time each.
+
+    :meth:`run` hands out tasks as workers free up and yields ``(task index, answer)`` as answers come;
+    a worker that passes its timeout is killed (answer ``("hang", ...)``) and a fresh one started for
+    the next task, as is one that died (``("crash", ...)``).
+    """
+
+    def __init__(self, size: int, timeout: float = 60.0):
+        self.workers = [Worker(timeout) for _ in range(max(1, size))]
+        self.timeout = timeout
+
+    def run(self, tasks: list[tuple[str, tuple]]) -> Any:
+        import time
+        from multiprocessing.connection import wait
+
+        todo = list(enumerate(tasks))[::-1]
+        busy: dict[int, tuple[int, float]] = {}  # worker slot -> (task index, start time)
+        while todo or busy:
+            for slot, w in enumerate(self.workers):
+                if slot in busy or not todo:
+                    continue
+                k, (kind, payload) = todo.pop()
+                if w.proc is None or not w.proc.is_alive():
+                    w.start()
+                try:
+                    w.conn.send((kind, payload))
+                    busy[slot] = (k, time.monotonic())
+                except (BrokenPipeError, OSError) as e:
+                    w.kill()
+                    yield k, ("crash", f"worker died: {type(e).__name__}")
+            if not busy:
+                continue
+            now = time.monotonic()
+            left = min(start + self.timeout - now for _, start in busy.values())
+            ready = wait([self.workers[s].conn for s in busy], timeout=max(0.0, left))
+            for slot in list(busy):
+                w = self.workers[slot]
+                k, start = busy[slot]
+                if w.conn in ready:
+                    try:
+                        answer = w.conn.recv()
+                    except (EOFError, OSError) as e:
+                        w.kill()
+                        answer = ("crash", f"worker died: {type(e).__name__} (exit code {w.exitcode()})")
+                    del busy[slot]
+                    yield k, answer
+                elif time.monotonic() - start > self.timeout:
+                    w.kill()
+                    del busy[slot]
+                    yield k, ("hang", f"no answer in {self.timeout:.0f} s")
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
+
+
+def default_jobs() -> int:
+    """Worker processes to run at once: the CPUs this process may use, at most 8."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(8, n))
+
+
 # ----------------------------------------------------------------------------- comparison
 
 
