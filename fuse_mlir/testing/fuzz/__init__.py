@@ -77,6 +77,7 @@ def run_programs(
     max_minimise: int = 20,
     progress: bool = False,
     jobs: int | None = None,
+    max_groups: int = 4,
 ) -> Report:
     """``n`` generated programs (seeds ``seed .. seed+n-1``) on ``configs`` against the oracle.
 
@@ -91,7 +92,7 @@ def run_programs(
         tasks: list[tuple[str, tuple]] = []
         keys: list[tuple[int, str]] = []
         for s in range(seed, seed + n):
-            prog = Generator(s).program()
+            prog = Generator(s, max_groups=max_groups).program()
             arrays = prog.arrays()
             try:
                 want = oracle.evaluate(prog, arrays)
