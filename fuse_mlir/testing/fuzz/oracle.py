@@ -390,6 +390,15 @@ class Oracle:
         if isinstance(e, CaseExpr):
             parts = [x for arm in e.arms for x in arm] + [e.default]
         if isinstance(e, FnCall):
+            # a fn's value ranges over its result's indices, bound to the call site's names by position
+            f = self.fns.get(e.fn)
+            if f is not None and all(isinstance(a, Ref) and all(isinstance(i, IName) for i in a.idx) for a in e.args):
+                bind: dict[str, str] = {}
+                for (_, pidx), a in zip(f.params, e.args):
+                    names = [i.name for i in a.idx]  # type: ignore[union-attr]
+                    for p, n in zip(pidx, names[len(names) - len(pidx) :] if pidx else []):
+                        bind.setdefault(p, n)
+                return {bind[o] for o in f.out_idx if o in bind}
             parts = list(e.args)
         return set().union(*(self.free(x) for x in parts)) if parts else set()
 
