@@ -142,7 +142,12 @@ class Generator:
         declared = {d.name for d in p.decls if d.kind == "axis"}
         for e in p.eqs:
             for item in e.lidx:
-                if isinstance(item, IName) and item.name not in mentioned and item.name not in declared:
+                if (
+                    isinstance(item, IName)
+                    and item.name in p.extents  # concat's and flatten's axes are sized by the call
+                    and item.name not in mentioned
+                    and item.name not in declared
+                ):
                     p.decls.append(Decl("axis", item.name, p.extents[item.name]))
                     declared.add(item.name)
         p.data = self.arrays
@@ -219,6 +224,8 @@ class Generator:
             return [self.const_eq(name, lnames)]
         if special < 0.1 and rank >= 1:
             return [self.concat_eq(name, lnames)]
+        if special < 0.12:
+            return [self.flatten_eq(name, lnames[:2])]
         if special < 0.13:
             return self.numeric_lhs_group(name, lnames)
         boolean = r.random() < 0.07 and rank > 0
@@ -264,6 +271,21 @@ class Generator:
             x = self.new_input(shape)
             args.append(Ref(x, tuple(IName(n) for n in order)))
         return Eq(name, tuple(IName(n) for n in names), "=", Call("concat", tuple(args), (("axis", axis),)))
+
+    def flatten_eq(self, name: str, lnames: list[str]) -> Eq:
+        """A one-argument concat: flattens the argument's last two indices that the left side lacks into the
+        one left index the argument lacks (``f``); other indices the equation does not use are projected."""
+        r = self.rng
+        free = r.sample([n for n in NAMES if n not in lnames], 3)
+        a, c, extra = free
+        body = list(lnames) + ([extra] if r.random() < 0.4 else [])
+        r.shuffle(body)
+        names = body + [a, c] if r.random() < 0.6 else body[:1] + [a] + body[1:] + [c]
+        x = self.new_input(tuple(self.ext(n) for n in names))
+        lhs = list(lnames)
+        lhs.insert(r.randrange(len(lhs) + 1), "f")
+        self.p.extents.pop("f", None)
+        return Eq(name, tuple(IName(n) for n in lhs), "=", Call("concat", (Ref(x, tuple(IName(n) for n in names)),)))
 
     def numeric_lhs_group(self, name: str, lnames: list[str]) -> list[Eq]:
         r = self.rng

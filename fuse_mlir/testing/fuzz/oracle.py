@@ -209,6 +209,8 @@ class Oracle:
 
     def group(self, eqs: list[Eq]) -> np.ndarray:
         """The value of one left-hand side: the sum (booleans: OR) of its equations' contributions."""
+        # a concat's or flatten's left index is sized by the call: evaluate the first equation once to learn it
+        self.equation(eqs[0], None)
         shape = self.lhs_shape(eqs)
         total: NA | None = None
         for eq in eqs:
@@ -245,7 +247,7 @@ class Oracle:
             return self.extents[name]
         raise Reject(f"no extent for {name} in {eq.text()}")
 
-    def equation(self, eq: Eq, shape: tuple[int, ...]) -> NA:
+    def equation(self, eq: Eq, shape: tuple[int, ...] | None) -> NA:
         """One equation's contribution over the left-hand side's full shape (numeric positions placed)."""
         self.eq = eq
         self.eq_extents: dict[str, int] = {}
@@ -278,7 +280,7 @@ class Oracle:
                     cur.append(n)
             arr = np.broadcast_to(arr.transpose([cur.index(n) for n in lnames]), lshape).copy()
         # place numeric left-hand positions
-        if len(lnames) == len(eq.lidx):
+        if len(lnames) == len(eq.lidx) or shape is None:
             return NA(arr, tuple(lnames))
         out = np.zeros(shape, dtype=np.asarray(arr).dtype)
         index: list[Any] = [slice(None) if isinstance(i, IName) else i.pos for i in eq.lidx]
@@ -379,6 +381,12 @@ class Oracle:
             fn = ALIASES.get(e.fn.lower(), e.fn.lower())
             if fn in ("const", "causal_mask"):
                 return set()
+            if fn == "concat" and len(e.args) == 1:
+                try:
+                    outer, inner, target = self._flatten_names(e.args[0])
+                except Reject:
+                    return self.free(e.args[0])
+                return (self.free(e.args[0]) - {outer, inner}) | {target}
             args = set().union(*(self.free(a) for a in e.args)) if e.args else set()
             if fn in REDUCE_FNS or (fn in ("max", "min") and len(e.args) == 1):
                 try:
@@ -567,6 +575,8 @@ class Oracle:
             k = x.names.index(axis)
             xa = np.asarray(x.a)
             return self.along(fn, xa, k, x.names, args, kw)
+        if fn == "concat" and len(c.args) == 1:
+            return self.flatten(c.args[0], keep)
         if fn == "concat":
             axis = kw.get("axis")
             if not isinstance(axis, str):
@@ -597,6 +607,32 @@ class Oracle:
             return NA(np.asarray(result), names)
         xs, names = align(*args)
         return NA(elementwise(fn, xs, kw), names)
+
+    def _flatten_names(self, arg: Expr) -> tuple[str, str, str]:
+        """(outer, inner, target) of a one-argument concat (§6 "one argument: flatten the last two axes"):
+        the argument's last two indices as written that the left side does not name, flattened into the one
+        left index the argument lacks."""
+        assert self.eq is not None
+        if not (isinstance(arg, Ref) and all(isinstance(i, IName) for i in arg.idx)):
+            raise Reject("flatten of a composite argument")
+        names = [i.name for i in arg.idx]  # type: ignore[union-attr]
+        lnames = [i.name for i in self.eq.lidx if isinstance(i, IName)]
+        target = [n for n in lnames if n not in names]
+        free = [n for n in names if n not in lnames]
+        if len(target) != 1 or len(free) < 2:
+            raise Reject("flatten needs one target and two free indices")
+        return free[-2], free[-1], target[0]
+
+    def flatten(self, arg: Expr, keep: set[str]) -> NA:
+        outer, inner, target = self._flatten_names(arg)
+        x = self.arg(arg, keep | {outer, inner})
+        rest = [n for n in x.names if n not in (outer, inner)]
+        arr = np.asarray(x.a).transpose([x.names.index(n) for n in [*rest, outer, inner]])
+        out = arr.reshape(arr.shape[: len(rest)] + (arr.shape[-2] * arr.shape[-1],))
+        old = self.eq_extents.setdefault(target, out.shape[-1])
+        if old != out.shape[-1]:
+            raise Reject("flattened extent conflicts")
+        return NA(out, (*rest, target))
 
     def along(self, fn: str, xa: np.ndarray, k: int, names: tuple[str, ...], args: list[NA], kw: dict) -> NA:
         if fn in REDUCE_FNS:
