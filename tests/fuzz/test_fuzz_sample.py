@@ -26,7 +26,7 @@ def _explain(rep) -> str:  # noqa: ANN001
 
 def test_programs_agree_with_the_oracle() -> None:
     # small programs (at most two equation groups): the llvm compile per program is the cost
-    rep = run_programs(500, ["reference", "llvm-O2"], seed=0, timeout=60, max_minimise=5, max_groups=2)
+    rep = run_programs(500, ["reference", "llvm-O2"], seed=0, timeout=60, max_minimise=3, max_groups=2)
     assert rep.programs >= 500 * 0.9
     assert not rep.failures, rep.table(["reference", "llvm-O2"]) + "\n" + _explain(rep)
 

@@ -123,7 +123,7 @@ def run_programs(
             try:
                 for f in rep.failures[:max_minimise]:
                     sig = signature(f.kind, f.detail)
-                    f.minimised = minimise(f.program, _still_fails(worker, f.config, sig), budget=300)
+                    f.minimised = minimise(f.program, _still_fails(worker, f.config, sig), budget=120)
             finally:
                 worker.close()
     finally:
