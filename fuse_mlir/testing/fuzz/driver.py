@@ -143,7 +143,7 @@ class Worker:
         return None if self.proc is None else self.proc.exitcode
 
     def kill(self) -> None:
-        if self.proc is not None:
+        if self.proc is not None and self.proc.pid is not None:  # a process whose start failed has no pid
             self.proc.kill()
             self.proc.join(5)
         self.proc = None
