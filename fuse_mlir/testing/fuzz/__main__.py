@@ -17,7 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--long", action="store_true", help="20,000 programs and 20,000 mutants on every installed backend")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program before it counts as a hang")
     ap.add_argument("--no-minimise", action="store_true", help="report failures as generated")
-    ap.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: the usable CPUs, at most 8)")
+    ap.add_argument(
+        "-j", "--jobs", type=int, default=None, help="worker processes (default: the usable CPUs, at most 8)"
+    )
     ap.add_argument("--max-groups", type=int, default=4, help="equation groups per program (default 4; CI uses 2)")
     args = ap.parse_args(argv)
     configs = driver.available_configs() if args.backends == "all" or args.long else args.backends.split(",")

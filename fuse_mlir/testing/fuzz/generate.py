@@ -208,7 +208,15 @@ class Generator:
     def fn_defs(self) -> None:
         r = self.rng
         if r.random() < 0.15:
-            self.p.fns.append(FnDef("dot", (("a", ("x",)), ("b", ("x",))), "s", (), Bin("*", Ref("a", (IName("x"),)), Ref("b", (IName("x"),)), True)))
+            self.p.fns.append(
+                FnDef(
+                    "dot",
+                    (("a", ("x",)), ("b", ("x",))),
+                    "s",
+                    (),
+                    Bin("*", Ref("a", (IName("x"),)), Ref("b", (IName("x"),)), True),
+                )
+            )
         if r.random() < 0.15:
             body = Call("relu", (Bin("*", Ref("w", (IName("o"), IName("x"))), Ref("v", (IName("x"),)), True),))
             self.p.fns.append(FnDef("layer", (("w", ("o", "x")), ("v", ("x",))), "y", ("o",), body))
@@ -407,7 +415,9 @@ class Generator:
         elif extra == "gather" and pool:
             size = r.randint(1, 4)
             gnames = r.sample(pool, r.randint(1, min(2, len(pool))))
-            ix = self.new_input(tuple(self.ext(n) for n in gnames), dtype=r.choice(["int32", "int64"]), kind=f"index:{size}")
+            ix = self.new_input(
+                tuple(self.ext(n) for n in gnames), dtype=r.choice(["int32", "int64"]), kind=f"index:{size}"
+            )
             at = r.randrange(len(idx) + 1)
             idx.insert(at, IGather(Ref(ix, tuple(IName(n) for n in gnames))))
             shape.insert(at, size)
@@ -478,7 +488,11 @@ class Generator:
             if self.idt == "int8" and _isint(inner, self.info):
                 return self.input_ref(pool, kind="pos", dtype="float64")
             return Paren(Bin("+", Call("abs", (inner,)), Lit(1)))
-        return Call("exp", (self.bounded(self.factor(pool, max(depth, 0)), 10),)) if self.idt != "int8" else self.input_ref(pool, kind="pos", dtype="float64")
+        return (
+            Call("exp", (self.bounded(self.factor(pool, max(depth, 0)), 10),))
+            if self.idt != "int8"
+            else self.input_ref(pool, kind="pos", dtype="float64")
+        )
 
     def axis_arg(self, pool: list[str], axis: str, depth: int) -> Expr:
         """A call argument that ranges over ``axis``: a term with a plain reference carrying it."""

@@ -106,8 +106,6 @@ def align(*vals: NA) -> tuple[list[Any], tuple[str, ...]]:
     return out, tuple(names)
 
 
-
-
 def _check_wide(wide: np.ndarray, res: np.ndarray) -> None:
     info = np.iinfo(res.dtype)
     if np.any(wide > info.max) or np.any(wide < info.min):
@@ -458,7 +456,9 @@ class Oracle:
 
     def select(self, parts: list[Expr], keep: set[str]) -> NA:
         """``c1 ? v1 : (c2 ? v2 : ... default)``: the value of the first true condition."""
-        vals = [self.ev(p, keep.union(*(self.free(q) for j, q in enumerate(parts) if j != k))) for k, p in enumerate(parts)]
+        vals = [
+            self.ev(p, keep.union(*(self.free(q) for j, q in enumerate(parts) if j != k))) for k, p in enumerate(parts)
+        ]
         xs, names = align(*vals)
         result = xs[-1]
         for k in range(len(xs) - 3, -1, -2):
@@ -718,7 +718,9 @@ def _literal_only(e: Any) -> bool:
     if isinstance(e, tuple):
         return all(_literal_only(x) for x in e)
     if hasattr(e, "__dataclass_fields__"):
-        return all(_literal_only(v) for v in vars(e).values() if isinstance(v, tuple) or hasattr(v, "__dataclass_fields__"))
+        return all(
+            _literal_only(v) for v in vars(e).values() if isinstance(v, tuple) or hasattr(v, "__dataclass_fields__")
+        )
     return True
 
 
