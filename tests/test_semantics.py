@@ -596,6 +596,9 @@ DTYPE_CASES = [
     ("Y[i,j] = I[i] I[j]", lambda d: d, lambda i: np.multiply.outer(i, i)),
     ("Y[j] max= I[j] I[j]", lambda d: d, lambda i: i * i),
     ("Y[j] = (I[j] 2) 3", lambda d: d, lambda i: i * 2 * 3),
+    # np.where: a literal branch is typed by the other branch, not by the (here projected, int64) condition
+    ("Y[j] = select(I[k], I[j], 2)", lambda d: d, lambda i: np.where(i.astype(np.int64).sum() != 0, i, 2)),
+    ("Y[j] = case(I[k], I[j], 2)", lambda d: d, lambda i: np.where(i.astype(np.int64).sum() != 0, i, 2)),
     ("Y[j] = 2.5 I[j]", lambda d: np.float32 if d == np.float32 else np.float64, lambda i: 2.5 * i),
     ("Y = I[j] I[j]", lambda d: sum_dtype(d), lambda i: np.sum(widened(i) * widened(i))),
     ("Y = 2 I[j]", lambda d: sum_dtype(d), lambda i: np.sum(2 * widened(i))),

@@ -1031,7 +1031,16 @@ class Lowerer:
         if not tensors:
             return Weak(dt.fold(fn, [v.value for v in vals], params or {}))  # type: ignore[union-attr]
         others = [t.dtype for t in tensors]
-        ops = [self.materialize(v, np.result_type(*others)) if isinstance(v, Weak) else v for v in vals]
+        if fn == "select":
+            # np.where: a literal branch takes its type from the other branch, never from the condition
+            # (select(S > 0, X32[i], 1.5) is float32 however the condition is typed); alone, its own default
+            branch = [v.dtype for v in vals[1:] if isinstance(v, TV)]
+            ops = [
+                self.materialize(v, np.result_type(*branch) if k and branch else None) if isinstance(v, Weak) else v
+                for k, v in enumerate(vals)
+            ]
+        else:
+            ops = [self.materialize(v, np.result_type(*others)) if isinstance(v, Weak) else v for v in vals]
         names: dict[str, None] = {}
         for t in ops:
             for n in t.names:

@@ -154,7 +154,10 @@ class Bin:
             b = f"({b})"
         if self.op == "*" and self.juxt:
             # after a complete factor, '-' is always binary minus: a negated factor needs parentheses
-            return f"{a} {'(' + b + ')' if b[:1] in '-!+' else b}"
+            b = "(" + b + ")" if b[:1] in "-!+" else b
+            if b.startswith("(") and (a[-1:].isalnum() or a[-1:] in "_'"):
+                return f"{a} * {b}"  # `c0 (x)` would read as a call of c0
+            return f"{a} {b}"
         if self.op in ("*", "/", "**") and b.startswith("-"):
             b = f"({b})"
         return f"{a} {self.op} {b}"
