@@ -178,6 +178,9 @@ def add_values(vals: list[NA]) -> NA:
     """Pointwise sum of several named values (NEP 50: weak literals do not widen)."""
     acc = vals[0]
     for v in vals[1:]:
+        if acc.weak and v.weak:  # literal + literal stays a weak literal
+            acc = NA(acc.a + v.a, ())
+            continue
         (x, y), names = align(acc, v)
         acc = NA(_int_op(np.add, x, y), names)
     return acc
