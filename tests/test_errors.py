@@ -28,7 +28,7 @@ ERRORS = [
     ("Y[i] = X[i]\nZ[i] = X[i,j]", "X is used with 2 indices here but 1 elsewhere", 2, 8),
     ("Y[i,k] = X[i,j]", "cannot infer the extent of index k", 1, 5),
     ("Y[i,i] = X[i]", "index name may appear only once", 1, 1),
-    ("Y[k] = A[k]\nZ[k] = B[k]\nW[i, k] = C[i]", "extent of index k is ambiguous", 3, 6),
+    ("Y[k] = const([1, 2])\nZ[k] = const([1, 2, 3])\nW[i, k] = C[i]", "extent of index k is ambiguous", 3, 6),
     ("param D: int = 1.5", "declared int", 1, 16),
     ("Y[i] = X[i] +", "expected", 1, 14),
     ("Y[i] = X[i", "to close '['", 1, 11),
@@ -53,6 +53,22 @@ def test_error_is_located(src, fragment, line, col):
     text = str(err)
     assert text.startswith(f"prog.fuse:{line}:{col}: error:")
     assert "^" in text and src.splitlines()[line - 1].strip() in text
+
+
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+def test_broadcast_index_sized_by_several_inputs_takes_their_shared_extent(backend):
+    """A left-only index sized by inputs of several other equations is not ambiguous when they agree (the
+    extents are known only at run time, so the runner checks that they do); different sizes are an error."""
+    src = "Y[k] = A[k]\nZ[k] = B[k]\nW[i, k] = C[i]\nexport Y, Z, W"
+    run = Program(src, "prog.fuse").compile(backend)
+    out = run(A=np.ones(3), B=np.ones(3), C=np.arange(2.0))
+    np.testing.assert_array_equal(out["W"], np.repeat(np.arange(2.0)[:, None], 3, axis=1))
+    with pytest.raises(FuseRuntimeError) as e:
+        run(A=np.ones(3), B=np.ones(4), C=np.arange(2.0))
+    assert "k is" in str(e.value) and "prog.fuse:" in str(e.value)
+    # one constant and one input: the input must match the constant
+    run = Program("Y[k] = const([1.0, 2.0])\nZ[k] = B[k]\nW[k] = 1.5\nexport W", "prog.fuse").compile(backend)
+    np.testing.assert_array_equal(run(B=np.ones(2))["W"], [1.5, 1.5])
 
 
 def test_conflicting_constant_extents_name_both_places():

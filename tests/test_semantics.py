@@ -222,9 +222,39 @@ def np_lnorm(z: np.ndarray, axis: int, eps: float = 1e-5) -> np.ndarray:
     return d / np.sqrt((d * d).mean(axis, keepdims=True) + eps)
 
 
+_CX = np.array([1.0, -2.0, 3.0])
+_CY = np.array([10.0, 0.0, 20.0])
+_CW = np.arange(12.0).reshape(2, 3, 2) - 5
+_FW = np.array([[-1.875, 1.375], [0.625, 1.5], [1.875, -1.25]])
+_FV = np.array([-1.875, 1.125])
+
 CALL_PROJECTION_CASES = [
     # LANGUAGE.md §4 "Function calls": an argument's indices that neither the rest of the equation nor the
     # builtin's axis uses are projected inside the call, with the equation's operator.
+    (
+        "case(...) arguments project inside, as select's",
+        "T[j] = case(X[m], Y[j], 1.5)",
+        dict(X=_CX, Y=_CY),
+        lambda: np.where(_CX.sum() != 0, _CY, 1.5),
+    ),
+    (
+        "a call in one branch of c ? a : b projects the indices only it has",
+        "T[k] = Y[k] ? sum(W[0, i, j], axis=j) : 1.0",
+        dict(W=_CW, Y=_CY),
+        lambda: np.where(_CY != 0, _CW[0].sum(), 1.0),
+    ),
+    (
+        "a call in a case { } branch projects the indices only it has",
+        "T[k] = case { Y[k] > 5 -> relu(W[0, i, j]); default -> 2.0 }",
+        dict(W=_CW, Y=_CY),
+        lambda: np.where(_CY > 5, max(_CW[0].sum(), 0), 2.0),
+    ),
+    (
+        "a fn's contracted index bound to an index the caller keeps is still contracted inside",
+        "fn layer(w[o, x], v[x]) -> y[o] { y[o] = relu(w[o, x] v[x]) }\nT[j, m] = layer(W[j, m], V[m])",
+        dict(W=_FW, V=_FV),
+        lambda: np.repeat(np.maximum(_FW @ _FV, 0)[:, None], 2, axis=1),
+    ),
     (
         "softmax of an MLP layer sums h before normalising",
         "Y[b, o.] = softmax(W2[o, h] H[b, h] + B2[o])",
@@ -578,6 +608,9 @@ DTYPE_CASES = [
     ("Y[i,j] = I[i] I[j]", lambda d: d, lambda i: np.multiply.outer(i, i)),
     ("Y[j] max= I[j] I[j]", lambda d: d, lambda i: i * i),
     ("Y[j] = (I[j] 2) 3", lambda d: d, lambda i: i * 2 * 3),
+    # np.where: a literal branch is typed by the other branch, not by the (here projected, int64) condition
+    ("Y[j] = select(I[k], I[j], 2)", lambda d: d, lambda i: np.where(i.astype(np.int64).sum() != 0, i, 2)),
+    ("Y[j] = case(I[k], I[j], 2)", lambda d: d, lambda i: np.where(i.astype(np.int64).sum() != 0, i, 2)),
     ("Y[j] = 2.5 I[j]", lambda d: np.float32 if d == np.float32 else np.float64, lambda i: 2.5 * i),
     ("Y = I[j] I[j]", lambda d: sum_dtype(d), lambda i: np.sum(widened(i) * widened(i))),
     ("Y = 2 I[j]", lambda d: sum_dtype(d), lambda i: np.sum(2 * widened(i))),

@@ -1079,7 +1079,16 @@ class Lowerer:
         if not tensors:
             return Weak(dt.fold(fn, [v.value for v in vals], params or {}))  # type: ignore[union-attr]
         others = [t.dtype for t in tensors]
-        ops = [self.materialize(v, np.result_type(*others)) if isinstance(v, Weak) else v for v in vals]
+        if fn == "select":
+            # np.where: a literal branch takes its type from the other branch, never from the condition
+            # (select(S > 0, X32[i], 1.5) is float32 however the condition is typed); alone, its own default
+            branch = [v.dtype for v in vals[1:] if isinstance(v, TV)]
+            ops = [
+                self.materialize(v, np.result_type(*branch) if k and branch else None) if isinstance(v, Weak) else v
+                for k, v in enumerate(vals)
+            ]
+        else:
+            ops = [self.materialize(v, np.result_type(*others)) if isinstance(v, Weak) else v for v in vals]
         names: dict[str, None] = {}
         for t in ops:
             for n in t.names:
@@ -1128,7 +1137,9 @@ class Lowerer:
                         raise FuseError(f"reduce over {i.name}, which the expression does not have", i.loc)
                 keep = [n for n in names if n not in gone]
                 if isinstance(body, A.BinOp) and body.op == "*" or not isinstance(body, A.BinOp):
-                    return self.lower_term(body, keep, op, needed | set(keep))
+                    # the reduced names are bound here: an outer use of the same name is another index
+                    # (an inlined fn's contracted index bound to a call-site index the caller keeps)
+                    return self.lower_term(body, keep, op, (needed - gone) | set(keep))
                 v = self.lower_elem(body, proj, needed | set(names))
                 return self.reduce(op, v, keep)
             case A.Call():
@@ -1140,13 +1151,20 @@ class Lowerer:
         raise FuseError("unsupported expression", getattr(e, "loc", None))
 
     def lower_select(self, branches, default, proj: str, needed: set[str]) -> Val:
+        """``c ? a : b`` / ``case``: each part is evaluated over what it shares with the rest of the equation
+        and with the other parts (as an operand of any operator), never over its own indices alone, so a call
+        inside one branch projects the indices only it has (LANGUAGE.md §4 "Function calls")."""
         every = [x for b in branches for x in b] + ([default] if default is not None else [])
-        allnames = {n for x in every for n in free_indices(x)}
-        inner = needed | allnames
-        result: Val = Weak(0) if default is None else self.lower_elem(default, proj, inner)
-        for cond, value in reversed(branches):
-            c = self.lower_elem(cond, proj, inner)
-            v = self.lower_elem(value, proj, inner)
+        frees = [set(free_indices(x)) for x in every]
+
+        def inner(k: int) -> set[str]:
+            return needed.union(*(f for j, f in enumerate(frees) if j != k))
+
+        result: Val = Weak(0) if default is None else self.lower_elem(default, proj, inner(len(every) - 1))
+        for b in range(len(branches) - 1, -1, -1):
+            cond, value = branches[b]
+            c = self.lower_elem(cond, proj, inner(2 * b))
+            v = self.lower_elem(value, proj, inner(2 * b + 1))
             result = self.map("select", [c, v, result])
         return result
 

@@ -256,19 +256,28 @@ def _explain_elem(e: A.Expr, needed: set[str], lhs: list[str], dotted: str | Non
             left = _explain_elem(a, needed | set(free_indices(b)), lhs, dotted, calls)
             return _ordered_union([left, _explain_elem(b, needed | set(free_indices(a)), lhs, dotted, calls)])
         case A.Ternary() | A.Case():
-            inner = needed | set(free_indices(e))
             parts = [e.cond, e.then, e.orelse] if isinstance(e, A.Ternary) else [x for b in e.branches for x in b]
             if isinstance(e, A.Case) and e.default is not None:
                 parts.append(e.default)
-            return _ordered_union([_explain_elem(x, inner, lhs, dotted, calls) for x in parts])
+            return _explain_parts(parts, needed, lhs, dotted, calls)
         case A.Reduce(indices=idx, body=body):
             gone = {i.name for i in idx}
             keep = [n for n in free_indices(body) if n not in gone]
-            _explain_term(body, needed | set(keep), lhs, dotted, calls)
+            _explain_term(body, (needed - gone) | set(keep), lhs, dotted, calls)
             return keep
         case A.Call():
             return _explain_call(e, needed, lhs, dotted, calls)
     return free_indices(e)
+
+
+def _explain_parts(parts: list[A.Expr], needed: set[str], lhs: list[str], dotted: str | None, calls: list[dict]) -> list[str]:
+    """The parts of a ternary or case: each shares the indices of the others, not its own (as the lowering)."""
+    frees = [set(free_indices(x)) for x in parts]
+    out = []
+    for k, x in enumerate(parts):
+        inner = needed.union(*(f for j, f in enumerate(frees) if j != k))
+        out.append(_explain_elem(x, inner, lhs, dotted, calls))
+    return _ordered_union(out)
 
 
 def _explain_call(call: A.Call, needed: set[str], lhs: list[str], dotted: str | None, calls: list[dict]) -> list[str]:

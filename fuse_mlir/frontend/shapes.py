@@ -212,7 +212,13 @@ class Dims:
                 self.defs[root] = [DimDef("const", top.value, top.where, top.node)]
 
     def resolve_by_name(self, locals_by_name: dict[str, list[Key]], undecided_where: dict[Key, Where]) -> None:
-        """Give each undefined class the extent its index name has elsewhere (broadcast-only indices)."""
+        """Give each undefined class the extent its index name has elsewhere (broadcast-only indices).
+
+        When the name is sized in several unrelated places, the broadcast takes the extent they share: the
+        classes are joined, so where an extent is known only at run time the runner checks that they agree
+        (``m`` from two inputs of two other equations is one extent, as long as the inputs say so). Two
+        different compile-time extents are ambiguous: an error.
+        """
         changed = True
         while changed:
             changed = False
@@ -230,6 +236,12 @@ class Dims:
                         changed = True
                     elif len(candidates) > 1:
                         where = undecided_where.get(k)
+                        statics = {self.static_extent(other) for other in candidates.values()} - {None}
+                        if len(statics) <= 1:
+                            for other in candidates.values():
+                                self.union(k, other, where)
+                            changed = True
+                            continue
                         places = []
                         for other in candidates.values():
                             d = self.definitions(other)[0]

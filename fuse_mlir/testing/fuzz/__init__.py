@@ -15,6 +15,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from fuse_mlir.testing.fuzz import driver, oracle
 from fuse_mlir.testing.fuzz.generate import Generator
 from fuse_mlir.testing.fuzz.minimise import minimise
@@ -76,14 +78,23 @@ def run_programs(
     minimise_failures: bool = True,
     max_minimise: int = 20,
     progress: bool = False,
+    jobs: int | None = None,
+    max_groups: int = 4,
 ) -> Report:
-    """``n`` generated programs (seeds ``seed .. seed+n-1``) on ``configs`` against the oracle."""
+    """``n`` generated programs (seeds ``seed .. seed+n-1``) on ``configs`` against the oracle.
+
+    Every (program, configuration) is one task for a pool of ``jobs`` persistent workers (default: the
+    usable CPUs); only failures are minimised, afterwards, in one worker.
+    """
     rep = Report()
     start = time.perf_counter()
-    worker = driver.Worker(timeout)
+    pool = driver.Pool(jobs or driver.default_jobs(), timeout)
     try:
+        progs: dict[int, tuple[FuzzProgram, dict]] = {}
+        tasks: list[tuple[str, tuple]] = []
+        keys: list[tuple[int, str]] = []
         for s in range(seed, seed + n):
-            prog = Generator(s).program()
+            prog = Generator(s, max_groups=max_groups).program()
             arrays = prog.arrays()
             try:
                 want = oracle.evaluate(prog, arrays)
@@ -91,46 +102,81 @@ def run_programs(
                 rep.skipped += 1
                 continue
             rep.programs += 1
+            progs[s] = (prog, want)
             for c in configs:
-                out = driver.classify(want, worker.call("run", (prog.source(), arrays, c)), c)
-                rep.counts[(c, out.kind)] += 1
-                if out.kind != "agree":
-                    rep.failures.append(Failure(s, c, out.kind, out.detail, prog))
-            if progress and (s - seed + 1) % 50 == 0:
-                print(f"  {s - seed + 1}/{n} programs, {len(rep.failures)} failures", flush=True)
-        if minimise_failures:
-            for f in rep.failures[:max_minimise]:
-                f.minimised = minimise(f.program, _still_fails(worker, f.config, f.kind), budget=300)
+                tasks.append(("run", (prog.source(), arrays, c)))
+                keys.append((s, c))
+        done = 0
+        for k, answer in pool.run(tasks):
+            s, c = keys[k]
+            prog, want = progs[s]
+            out = driver.classify(want, answer, c, _loose(prog))
+            rep.counts[(c, out.kind)] += 1
+            if out.kind != "agree":
+                rep.failures.append(Failure(s, c, out.kind, out.detail, prog))
+            done += 1
+            if progress and done % (50 * len(configs)) == 0:
+                print(f"  {done // len(configs)}/{rep.programs} programs, {len(rep.failures)} failures", flush=True)
+        rep.failures.sort(key=lambda f: (f.seed, f.config))
+        if minimise_failures and rep.failures:
+            worker = driver.Worker(timeout)
+            try:
+                for f in rep.failures[:max_minimise]:
+                    sig = signature(f.kind, f.detail)
+                    f.minimised = minimise(f.program, _still_fails(worker, f.config, sig), budget=120)
+            finally:
+                worker.close()
     finally:
-        worker.close()
+        pool.close()
     rep.seconds = time.perf_counter() - start
     return rep
 
 
-def _still_fails(worker: driver.Worker, config: str, kind: str):  # noqa: ANN202
+def _loose(p: FuzzProgram) -> bool:
+    """Whether the program computes in float32 somewhere (then floats compare at float32's tolerance)."""
+    return any(v.dtype == np.float32 for v in p.data.values())
+
+
+def signature(kind: str, detail: str) -> tuple[str, str]:
+    """What makes two failures the same for the minimiser: the outcome and the kind of difference
+    (a value, a dtype, a shape, a missing output; the error's first words for a crash)."""
+    if kind == "disagree":
+        return kind, " ".join(detail.split(": ", 1)[-1].split()[:1])
+    if "error: " in detail:
+        return kind, " ".join(detail.split("error: ", 1)[1].split()[:4])
+    return kind, detail.split(":", 1)[0]
+
+
+def _still_fails(worker: driver.Worker, config: str, sig: tuple[str, str]):  # noqa: ANN202
     def fails(p: FuzzProgram) -> bool:
         arrays = p.arrays()
         want = oracle.evaluate(p, arrays)
-        return driver.classify(want, worker.call("run", (p.source(), arrays, config)), config).kind == kind
+        out = driver.classify(want, worker.call("run", (p.source(), arrays, config)), config, _loose(p))
+        return signature(out.kind, out.detail) == sig
 
     return fails
 
 
-def run_mutants(n: int, configs: list[str], *, seed: int = 0, timeout: float = 30.0, generated: int = 40) -> Report:
+def run_mutants(
+    n: int, configs: list[str], *, seed: int = 0, timeout: float = 30.0, generated: int = 40, jobs: int | None = None
+) -> Report:
     """``n`` text mutants of the examples and of ``generated`` generated programs, compiled on ``configs``."""
     rep = Report()
     start = time.perf_counter()
     seeds = seeds_from_examples() + [Generator(seed + k).program().source() for k in range(generated)]
-    worker = driver.Worker(timeout)
+    texts = mutants(seeds, n, seed)
+    pool = driver.Pool(jobs or driver.default_jobs(), timeout)
     try:
-        for k, text in enumerate(mutants(seeds, n, seed)):
-            status, detail = worker.call("text", (text, configs))
+        for k, (status, detail) in pool.run([("text", (text, configs)) for text in texts]):
             kind = {"ok": "agree"}.get(status, status)
             rep.counts[("mutants", kind)] += 1
             rep.programs += 1
             if kind != "agree":
-                rep.failures.append(Failure(k, "mutants", kind, f"{detail}\n--- mutant ---\n{text[:3000]}", FuzzProgram()))
+                rep.failures.append(
+                    Failure(k, "mutants", kind, f"{detail}\n--- mutant ---\n{texts[k][:3000]}", FuzzProgram())
+                )
     finally:
-        worker.close()
+        pool.close()
+    rep.failures.sort(key=lambda f: f.seed)
     rep.seconds = time.perf_counter() - start
     return rep

@@ -17,19 +17,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--long", action="store_true", help="20,000 programs and 20,000 mutants on every installed backend")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per program before it counts as a hang")
     ap.add_argument("--no-minimise", action="store_true", help="report failures as generated")
+    ap.add_argument(
+        "-j", "--jobs", type=int, default=None, help="worker processes (default: the usable CPUs, at most 8)"
+    )
+    ap.add_argument("--max-groups", type=int, default=4, help="equation groups per program (default 4; CI uses 2)")
     args = ap.parse_args(argv)
     configs = driver.available_configs() if args.backends == "all" or args.long else args.backends.split(",")
     n, m = (20000, 20000) if args.long else (args.programs, args.mutants)
     failed = False
     if n:
-        rep = run_programs(n, configs, seed=args.seed, timeout=args.timeout, minimise_failures=not args.no_minimise, progress=True)
+        rep = run_programs(
+            n,
+            configs,
+            seed=args.seed,
+            timeout=args.timeout,
+            minimise_failures=not args.no_minimise,
+            progress=True,
+            jobs=args.jobs,
+            max_groups=args.max_groups,
+        )
         print(rep.table(configs))
         for f in rep.failures:
             print(f"\n=== seed {f.seed} on {f.config}: {f.kind}: {f.detail.splitlines()[0] if f.detail else ''}")
             print(reproducer(f.minimised or f.program))
         failed |= bool(rep.failures)
     if m:
-        mrep = run_mutants(m, configs[:2] if len(configs) > 1 else configs, seed=args.seed, timeout=args.timeout)
+        mrep = run_mutants(
+            m, configs[:2] if len(configs) > 1 else configs, seed=args.seed, timeout=args.timeout, jobs=args.jobs
+        )
         print(mrep.table(["mutants"]))
         for f in mrep.failures:
             print(f"\n=== mutant {f.seed}: {f.kind}: {f.detail[:1500]}")

@@ -14,6 +14,7 @@ projections), so rounding can never flip them.
 from __future__ import annotations
 
 import random
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,7 +142,12 @@ class Generator:
         declared = {d.name for d in p.decls if d.kind == "axis"}
         for e in p.eqs:
             for item in e.lidx:
-                if isinstance(item, IName) and item.name not in mentioned and item.name not in declared:
+                if (
+                    isinstance(item, IName)
+                    and item.name in p.extents  # concat's and flatten's axes are sized by the call
+                    and item.name not in mentioned
+                    and item.name not in declared
+                ):
                     p.decls.append(Decl("axis", item.name, p.extents[item.name]))
                     declared.add(item.name)
         p.data = self.arrays
@@ -171,7 +177,7 @@ class Generator:
                 dtype = self.fdt
         spec = InputSpec(tuple(shape), dtype, kind)
         self.p.inputs[name] = spec
-        rng = np.random.default_rng(hash((self.seed, name)) & 0xFFFFFFFF)
+        rng = np.random.default_rng(zlib.crc32(f"{self.seed}:{name}".encode()))  # stable across processes
         dt = np.dtype(dtype)
         if kind.startswith("index:"):
             n = int(kind.split(":")[1])
@@ -202,7 +208,15 @@ class Generator:
     def fn_defs(self) -> None:
         r = self.rng
         if r.random() < 0.15:
-            self.p.fns.append(FnDef("dot", (("a", ("x",)), ("b", ("x",))), "s", (), Bin("*", Ref("a", (IName("x"),)), Ref("b", (IName("x"),)), True)))
+            self.p.fns.append(
+                FnDef(
+                    "dot",
+                    (("a", ("x",)), ("b", ("x",))),
+                    "s",
+                    (),
+                    Bin("*", Ref("a", (IName("x"),)), Ref("b", (IName("x"),)), True),
+                )
+            )
         if r.random() < 0.15:
             body = Call("relu", (Bin("*", Ref("w", (IName("o"), IName("x"))), Ref("v", (IName("x"),)), True),))
             self.p.fns.append(FnDef("layer", (("w", ("o", "x")), ("v", ("x",))), "y", ("o",), body))
@@ -218,6 +232,8 @@ class Generator:
             return [self.const_eq(name, lnames)]
         if special < 0.1 and rank >= 1:
             return [self.concat_eq(name, lnames)]
+        if special < 0.12:
+            return [self.flatten_eq(name, lnames[:2])]
         if special < 0.13:
             return self.numeric_lhs_group(name, lnames)
         boolean = r.random() < 0.07 and rank > 0
@@ -263,6 +279,21 @@ class Generator:
             x = self.new_input(shape)
             args.append(Ref(x, tuple(IName(n) for n in order)))
         return Eq(name, tuple(IName(n) for n in names), "=", Call("concat", tuple(args), (("axis", axis),)))
+
+    def flatten_eq(self, name: str, lnames: list[str]) -> Eq:
+        """A one-argument concat: flattens the argument's last two indices that the left side lacks into the
+        one left index the argument lacks (``f``); other indices the equation does not use are projected."""
+        r = self.rng
+        free = r.sample([n for n in NAMES if n not in lnames], 3)
+        a, c, extra = free
+        body = list(lnames) + ([extra] if r.random() < 0.4 else [])
+        r.shuffle(body)
+        names = body + [a, c] if r.random() < 0.6 else body[:1] + [a] + body[1:] + [c]
+        x = self.new_input(tuple(self.ext(n) for n in names))
+        lhs = list(lnames)
+        lhs.insert(r.randrange(len(lhs) + 1), "f")
+        self.p.extents.pop("f", None)
+        return Eq(name, tuple(IName(n) for n in lhs), "=", Call("concat", (Ref(x, tuple(IName(n) for n in names)),)))
 
     def numeric_lhs_group(self, name: str, lnames: list[str]) -> list[Eq]:
         r = self.rng
@@ -384,7 +415,9 @@ class Generator:
         elif extra == "gather" and pool:
             size = r.randint(1, 4)
             gnames = r.sample(pool, r.randint(1, min(2, len(pool))))
-            ix = self.new_input(tuple(self.ext(n) for n in gnames), dtype=r.choice(["int32", "int64"]), kind=f"index:{size}")
+            ix = self.new_input(
+                tuple(self.ext(n) for n in gnames), dtype=r.choice(["int32", "int64"]), kind=f"index:{size}"
+            )
             at = r.randrange(len(idx) + 1)
             idx.insert(at, IGather(Ref(ix, tuple(IName(n) for n in gnames))))
             shape.insert(at, size)
@@ -455,7 +488,11 @@ class Generator:
             if self.idt == "int8" and _isint(inner, self.info):
                 return self.input_ref(pool, kind="pos", dtype="float64")
             return Paren(Bin("+", Call("abs", (inner,)), Lit(1)))
-        return Call("exp", (self.bounded(self.factor(pool, max(depth, 0)), 10),)) if self.idt != "int8" else self.input_ref(pool, kind="pos", dtype="float64")
+        return (
+            Call("exp", (self.bounded(self.factor(pool, max(depth, 0)), 10),))
+            if self.idt != "int8"
+            else self.input_ref(pool, kind="pos", dtype="float64")
+        )
 
     def axis_arg(self, pool: list[str], axis: str, depth: int) -> Expr:
         """A call argument that ranges over ``axis``: a term with a plain reference carrying it."""
@@ -503,7 +540,9 @@ class Generator:
             return Call(fn, (arg, mask), kw2)
         if fn == "softmax_grad":
             return Call(fn, (Call("softmax", (arg,), kw), self.input_ref([axis])), kw)
-        if fn in ("lnorm", "layernorm") and r.random() < 0.3:
+        if fn == "softmax":
+            return Call("softmax", (arg,), kw)
+        if r.random() < 0.3:
             kw = kw + (("eps", 0.01),)
         return Call("lnorm", (arg,), kw, "" if fn == "lnorm" else fn)
 

@@ -51,7 +51,6 @@ from fuse_mlir.testing.fuzz.program import (
     Ref,
     Ternary,
     Un,
-    mentions,
 )
 
 
@@ -105,8 +104,6 @@ def align(*vals: NA) -> tuple[list[Any], tuple[str, ...]]:
             shape.append(next(it) if n in v.names else 1)
         out.append(arr.reshape(shape))
     return out, tuple(names)
-
-
 
 
 def _check_wide(wide: np.ndarray, res: np.ndarray) -> None:
@@ -181,6 +178,9 @@ def add_values(vals: list[NA]) -> NA:
     """Pointwise sum of several named values (NEP 50: weak literals do not widen)."""
     acc = vals[0]
     for v in vals[1:]:
+        if acc.weak and v.weak:  # literal + literal stays a weak literal
+            acc = NA(acc.a + v.a, ())
+            continue
         (x, y), names = align(acc, v)
         acc = NA(_int_op(np.add, x, y), names)
     return acc
@@ -195,6 +195,7 @@ class Oracle:
         self.fns: dict[str, FnDef] = {f.name: f for f in prog.fns}
         self.extents = dict(prog.extents)
         self.eq: Eq | None = None
+        self.sized_names = _sized_names(prog)
 
     # -- programs -----------------------------------------------------------------------------------
 
@@ -209,6 +210,8 @@ class Oracle:
 
     def group(self, eqs: list[Eq]) -> np.ndarray:
         """The value of one left-hand side: the sum (booleans: OR) of its equations' contributions."""
+        # a concat's or flatten's left index is sized by the call: evaluate the first equation once to learn it
+        self.equation(eqs[0], None)
         shape = self.lhs_shape(eqs)
         total: NA | None = None
         for eq in eqs:
@@ -236,14 +239,16 @@ class Oracle:
         return tuple(shape)
 
     def extent(self, name: str, eq: Eq) -> int:
+        """An index's extent in ``eq``: from its tensors there, else (a pure broadcast, §4 Extents) from an
+        ``axis`` declaration or the name's use on a tensor elsewhere in the program; none is an error."""
         ext = self.eq_extents.get(name) if getattr(self, "eq_extents", None) else None
         if ext is not None:
             return ext
-        if name in self.extents:
+        if name in self.extents and name in self.sized_names:
             return self.extents[name]
         raise Reject(f"no extent for {name} in {eq.text()}")
 
-    def equation(self, eq: Eq, shape: tuple[int, ...]) -> NA:
+    def equation(self, eq: Eq, shape: tuple[int, ...] | None) -> NA:
         """One equation's contribution over the left-hand side's full shape (numeric positions placed)."""
         self.eq = eq
         self.eq_extents: dict[str, int] = {}
@@ -261,9 +266,9 @@ class Oracle:
         # broadcast to the named left-hand side axes
         lshape = [self.extent(n, eq) for n in lnames]
         if body.weak:
-            arr = np.full(lshape, body.a) if lnames else body.a
-            if not lnames:
-                return NA(np.asarray(arr), ())
+            arr = np.full(lshape, body.a) if lnames else np.asarray(body.a)
+            if not eq.lidx:
+                return NA(arr, ())
         else:
             missing = [n for n in body.names if n not in lnames]
             if missing:
@@ -276,7 +281,7 @@ class Oracle:
                     cur.append(n)
             arr = np.broadcast_to(arr.transpose([cur.index(n) for n in lnames]), lshape).copy()
         # place numeric left-hand positions
-        if len(lnames) == len(eq.lidx):
+        if len(lnames) == len(eq.lidx) or shape is None:
             return NA(arr, tuple(lnames))
         out = np.zeros(shape, dtype=np.asarray(arr).dtype)
         index: list[Any] = [slice(None) if isinstance(i, IName) else i.pos for i in eq.lidx]
@@ -301,7 +306,18 @@ class Oracle:
     # -- expressions --------------------------------------------------------------------------------
 
     def ev(self, e: Expr, keep: set[str]) -> NA:
-        """The pointwise value of ``e``; ``keep`` holds the names its context shares (for calls inside)."""
+        """The pointwise value of ``e``; ``keep`` holds the names its context shares (for calls inside).
+
+        An expression of literals only (``1.0 < 2``, ``min(2, 1.5)``, ``-1.25 * 2``) is itself a weak
+        literal (§8: a literal does not widen a typed tensor), whatever operators and builtins combine them.
+        """
+        v = self._ev(e, keep)
+        if not v.weak and not v.names and _literal_only(e):
+            item = np.asarray(v.a).item()
+            return NA(int(item) if isinstance(item, int | bool) else float(item), ())
+        return v
+
+    def _ev(self, e: Expr, keep: set[str]) -> NA:
         if isinstance(e, Ref):
             return self.ref(e)
         if isinstance(e, Lit):
@@ -316,8 +332,8 @@ class Oracle:
                 return _neg(v)
             return NA((np.asarray(v.a) == 0).astype(np.int8), v.names)
         if isinstance(e, Bin):
-            a = self.ev(e.a, keep | set(mentions(e.b)))
-            b = self.ev(e.b, keep | set(mentions(e.a)))
+            a = self.ev(e.a, keep | self.free(e.b))
+            b = self.ev(e.b, keep | self.free(e.a))
             return self.binary(e.op, a, b)
         if isinstance(e, Ternary):
             return self.select([e.c, e.a, e.b], keep)
@@ -327,7 +343,10 @@ class Oracle:
                 flat += [c, v]
             return self.select([*flat, e.default], keep)
         if isinstance(e, Reduce):
-            body = self.ev(e.body, keep | set(e.names))
+            # the reduced names are bound by the reduce: the body shares the outer names it keeps and its own
+            # other factors' names, as a one-term equation over the kept names would
+            bound = set(e.names)
+            body = self.ev(e.body, (keep - bound) | (self.free(e.body) - bound))
             missing = [n for n in e.names if n not in body.names]
             if missing:
                 raise Reject("reduce of a name its body lacks")
@@ -338,7 +357,79 @@ class Oracle:
             return self.fn_call(e, keep)
         raise Reject(f"cannot evaluate {type(e).__name__} here")
 
+    def free(self, e: Expr) -> set[str]:
+        """The index names ``e``'s value ranges over: what it can share with the rest of the equation.
+
+        A name bound inside ``e`` (the axis a reducing builtin consumes, the names of a ``reduce``) is not
+        free: ``sum(B[j], axis=j)`` shares no ``j`` with a neighbouring factor. Names a call's argument
+        projects inside the call still count (the call is written over them).
+        """
+        if isinstance(e, Ref):
+            out: set[str] = set()
+            for i in e.idx:
+                if isinstance(i, IName | IOff):
+                    out.add(i.name)
+                elif isinstance(i, ISlice):
+                    out.add(i.text())
+                elif isinstance(i, IGather):
+                    out |= self.free(i.ref)
+            return out
+        if isinstance(e, Lit | ListConst):
+            return set()
+        if isinstance(e, Reduce):
+            return self.free(e.body) - set(e.names)
+        if isinstance(e, Call):
+            fn = ALIASES.get(e.fn.lower(), e.fn.lower())
+            if fn in ("const", "causal_mask"):
+                return set()
+            if fn == "concat" and len(e.args) == 1:
+                try:
+                    outer, inner, target = self._flatten_names(e.args[0])
+                except Reject:
+                    return self.free(e.args[0])
+                return (self.free(e.args[0]) - {outer, inner}) | {target}
+            args = set().union(*(self.free(a) for a in e.args)) if e.args else set()
+            if fn in REDUCE_FNS or (fn in ("max", "min") and len(e.args) == 1):
+                try:
+                    return args - {self.axis_name(e, e.args[0])}
+                except Reject:
+                    return args
+            return args
+        parts = [v for v in vars(e).values() if hasattr(v, "__dataclass_fields__")]
+        if isinstance(e, CaseExpr):
+            parts = [x for arm in e.arms for x in arm] + [e.default]
+        if isinstance(e, FnCall):
+            # a fn's value ranges over its result's indices, bound to the call site's names by position
+            f = self.fns.get(e.fn)
+            if f is not None and all(isinstance(a, Ref) and all(isinstance(i, IName) for i in a.idx) for a in e.args):
+                bind: dict[str, str] = {}
+                for (_, pidx), a in zip(f.params, e.args):
+                    names = [i.name for i in a.idx]  # type: ignore[union-attr]
+                    for p, n in zip(pidx, names[len(names) - len(pidx) :] if pidx else []):
+                        bind.setdefault(p, n)
+                return {bind[o] for o in f.out_idx if o in bind}
+            parts = list(e.args)
+        return set().union(*(self.free(x) for x in parts)) if parts else set()
+
     def binary(self, op: str, a: NA, b: NA) -> NA:
+        if a.weak and b.weak and op in ("+", "-", "*", "/", "**"):
+            # literal with literal stays a weak Python scalar (NEP 50): it must not widen a typed tensor later
+            x, y = a.a, b.a
+            if op == "**" and isinstance(x, int) and isinstance(y, int) and y < 0:
+                raise Undefined("negative integer power")
+            if op == "/" and y == 0:
+                raise Undefined("division of literals by zero")
+            if op == "+":
+                return NA(x + y, ())
+            if op == "-":
+                return NA(x - y, ())
+            if op == "*":
+                return NA(x * y, ())
+            if op == "/":
+                return NA(x / y, ())
+            if x == 0 and y < 0:
+                raise Undefined("zero to a negative power")
+            return NA(x**y, ())
         (x, y), names = align(a, b)
         if op == "+":
             return NA(_int_op(np.add, x, y), names)
@@ -368,7 +459,9 @@ class Oracle:
 
     def select(self, parts: list[Expr], keep: set[str]) -> NA:
         """``c1 ? v1 : (c2 ? v2 : ... default)``: the value of the first true condition."""
-        vals = [self.ev(p, keep | {n for q in parts if q is not p for n in mentions(q)}) for p in parts]
+        vals = [
+            self.ev(p, keep.union(*(self.free(q) for j, q in enumerate(parts) if j != k))) for k, p in enumerate(parts)
+        ]
         xs, names = align(*vals)
         result = xs[-1]
         for k in range(len(xs) - 3, -1, -2):
@@ -414,6 +507,7 @@ class Oracle:
                 sl[axis] = slice(item.start, item.stop, item.step)
                 arr = arr[tuple(sl)]
                 names.append(item.text())
+                self.note_extent(item.text(), arr.shape[axis])  # same text joins: the lengths must agree
             elif isinstance(item, IGather):
                 idx = self.ref(item.ref)
                 ia = np.asarray(idx.a)
@@ -448,7 +542,7 @@ class Oracle:
     def call_args(self, c: Call | FnCall, keep: set[str], axis: str | None) -> list[NA]:
         out = []
         for k, a in enumerate(c.args):
-            others = {n for j, b in enumerate(c.args) if j != k for n in mentions(b)}
+            others = set().union(*(self.free(b) for j, b in enumerate(c.args) if j != k))
             kept = keep | others | ({axis} if axis else set())
             out.append(self.arg(a, kept))
         return out
@@ -484,16 +578,29 @@ class Oracle:
             k = x.names.index(axis)
             xa = np.asarray(x.a)
             return self.along(fn, xa, k, x.names, args, kw)
+        if fn == "concat" and len(c.args) == 1:
+            return self.flatten(c.args[0], keep)
         if fn == "concat":
             axis = kw.get("axis")
             if not isinstance(axis, str):
                 raise Reject("concat without a named axis")
-            args = self.call_args(c, keep, axis)
+            # each argument has its own extent along the joined axis; the result's is their sum (§4 Extents)
+            outer = self.eq_extents.pop(axis, None)
+            args = []
+            for k, a in enumerate(c.args):
+                self.eq_extents.pop(axis, None)
+                others = set().union(*(self.free(b) for j, b in enumerate(c.args) if j != k))
+                args.append(self.arg(a, keep | others | {axis}))
             names = args[0].names
             if axis not in names or any(set(a.names) != set(names) for a in args):
                 raise Reject("concat arguments differ")
             arrs = [np.asarray(a.a).transpose([a.names.index(n) for n in names]) for a in args]
-            return NA(np.concatenate(arrs, axis=names.index(axis)), names)
+            out = np.concatenate(arrs, axis=names.index(axis))
+            self.eq_extents.pop(axis, None)
+            if outer is not None and outer != out.shape[names.index(axis)]:
+                raise Reject("concat axis used elsewhere in the equation")
+            self.eq_extents[axis] = out.shape[names.index(axis)]
+            return NA(out, names)
         args = self.call_args(c, keep, None)
         if fn in ("select", "case"):
             xs, names = align(*args)
@@ -503,6 +610,32 @@ class Oracle:
             return NA(np.asarray(result), names)
         xs, names = align(*args)
         return NA(elementwise(fn, xs, kw), names)
+
+    def _flatten_names(self, arg: Expr) -> tuple[str, str, str]:
+        """(outer, inner, target) of a one-argument concat (§6 "one argument: flatten the last two axes"):
+        the argument's last two indices as written that the left side does not name, flattened into the one
+        left index the argument lacks."""
+        assert self.eq is not None
+        if not (isinstance(arg, Ref) and all(isinstance(i, IName) for i in arg.idx)):
+            raise Reject("flatten of a composite argument")
+        names = [i.name for i in arg.idx]  # type: ignore[union-attr]
+        lnames = [i.name for i in self.eq.lidx if isinstance(i, IName)]
+        target = [n for n in lnames if n not in names]
+        free = [n for n in names if n not in lnames]
+        if len(target) != 1 or len(free) < 2:
+            raise Reject("flatten needs one target and two free indices")
+        return free[-2], free[-1], target[0]
+
+    def flatten(self, arg: Expr, keep: set[str]) -> NA:
+        outer, inner, target = self._flatten_names(arg)
+        x = self.arg(arg, keep | {outer, inner})
+        rest = [n for n in x.names if n not in (outer, inner)]
+        arr = np.asarray(x.a).transpose([x.names.index(n) for n in [*rest, outer, inner]])
+        out = arr.reshape(arr.shape[: len(rest)] + (arr.shape[-2] * arr.shape[-1],))
+        old = self.eq_extents.setdefault(target, out.shape[-1])
+        if old != out.shape[-1]:
+            raise Reject("flattened extent conflicts")
+        return NA(out, (*rest, target))
 
     def along(self, fn: str, xa: np.ndarray, k: int, names: tuple[str, ...], args: list[NA], kw: dict) -> NA:
         if fn in REDUCE_FNS:
@@ -568,6 +701,7 @@ class Oracle:
             inner.values[pname] = np.asarray(a.a)
         eq = Eq(f.out, tuple(IName(n) for n in f.out_idx), "=", f.body)
         inner.extents = {p: self.extent_of(bind[p], args) for p in bind}
+        inner.sized_names = set(inner.extents)
         val = inner.group([eq])
         return NA(val, tuple(bind[n] for n in f.out_idx))
 
@@ -576,6 +710,49 @@ class Oracle:
             if name in a.names:
                 return int(np.shape(a.a)[a.names.index(name)])
         raise Reject("fn extent")
+
+
+def _literal_only(e: Any) -> bool:
+    """Whether ``e`` is built from numeric literals alone (no tensor, constructor or fn call)."""
+    if isinstance(e, Ref | ListConst | FnCall):
+        return False
+    if isinstance(e, Call) and e.fn.lower() in ("const", "causal_mask"):
+        return False
+    if isinstance(e, tuple):
+        return all(_literal_only(x) for x in e)
+    if hasattr(e, "__dataclass_fields__"):
+        return all(
+            _literal_only(v) for v in vars(e).values() if isinstance(v, tuple) or hasattr(v, "__dataclass_fields__")
+        )
+    return True
+
+
+def _sized_names(prog: FuzzProgram) -> set[str]:
+    """Index names that have an extent somewhere in the program: declared axes, names indexing a tensor
+    (inputs and defined tensors, inside gathers too), and the left-hand names of constructors."""
+    out = {d.name for d in prog.decls if d.kind == "axis"}
+
+    def walk(e: Any) -> None:
+        if isinstance(e, Ref):
+            for i in e.idx:
+                if isinstance(i, IName | IOff):
+                    out.add(i.name)
+                elif isinstance(i, IGather):
+                    walk(i.ref)
+            return
+        if isinstance(e, tuple):
+            for x in e:
+                walk(x)
+            return
+        if hasattr(e, "__dataclass_fields__"):
+            for v in vars(e).values():
+                walk(v)
+
+    for eq in prog.eqs:
+        walk(eq.rhs)
+        if isinstance(eq.rhs, ListConst) or (isinstance(eq.rhs, Call) and eq.rhs.fn == "causal_mask"):
+            out.update(i.name for i in eq.lidx if isinstance(i, IName))
+    return out
 
 
 def _softmax(x: np.ndarray, k: int) -> np.ndarray:

@@ -143,13 +143,24 @@ class Bin:
     juxt: bool = False
 
     def text(self) -> str:
+        # parenthesise operands by precedence, so the text parses back to this tree (the minimiser drops
+        # Paren nodes: ``-1.25 * (1.0 < X)`` must not print as ``-1.25 1.0 < X``)
+        p = _prec(self)
+        a, b = self.a.text(), self.b.text()
+        right_assoc = self.op == "**"
+        if _prec(self.a) < p or (right_assoc and _prec(self.a) <= p):
+            a = f"({a})"
+        if _prec(self.b) < p or (not right_assoc and _prec(self.b) <= p):
+            b = f"({b})"
         if self.op == "*" and self.juxt:
-            b = self.b.text()
             # after a complete factor, '-' is always binary minus: a negated factor needs parentheses
-            return f"{self.a.text()} {'(' + b + ')' if b[:1] in '-!+' else b}"
-        if self.op in ("*", "/") and self.b.text().startswith("-"):
-            return f"{self.a.text()} {self.op} ({self.b.text()})"
-        return f"{self.a.text()} {self.op} {self.b.text()}"
+            b = "(" + b + ")" if b[:1] in "-!+" else b
+            if b.startswith("(") and (a[-1:].isalnum() or a[-1:] in "_'"):
+                return f"{a} * {b}"  # `c0 (x)` would read as a call of c0
+            return f"{a} {b}"
+        if self.op in ("*", "/", "**") and b.startswith("-"):
+            b = f"({b})"
+        return f"{a} {self.op} {b}"
 
 
 @dataclass(frozen=True)
@@ -160,7 +171,8 @@ class Un:
     a: Expr
 
     def text(self) -> str:
-        return f"{self.op}{self.a.text()}"
+        a = self.a.text()
+        return f"{self.op}({a})" if _prec(self.a) < _prec(self) or a[:1] in "-!" else f"{self.op}{a}"
 
 
 @dataclass(frozen=True)
@@ -352,6 +364,20 @@ class FuzzProgram:
         new.data = dict(new.data)
         new.order = list(new.order) if new.order is not None else None
         return new
+
+
+_PREC = {"||": 1, "&&": 2, "<": 3, "<=": 3, ">": 3, ">=": 3, "==": 3, "!=": 3, "+": 4, "-": 4, "*": 5, "/": 5, "**": 7}
+
+
+def _prec(e: object) -> int:
+    """How tightly ``e``'s text binds: operators by the grammar's precedence, unary 6, atoms 10."""
+    if isinstance(e, Bin):
+        return _PREC[e.op]
+    if isinstance(e, Un):
+        return 6
+    if isinstance(e, Lit) and not e.name and e.value < 0:
+        return 6
+    return 10
 
 
 def lit_text(v: int | float) -> str:
