@@ -661,6 +661,26 @@ def test_sixty_distinct_indices(every_backend):
         np.testing.assert_allclose(got, want, rtol=1e-10, err_msg=src[:20])
 
 
+def test_explicit_reduce_works_along_its_indices(every_backend):
+    """`reduce(op, j) f(A[i,j])` applies f before reducing j (as sum(f, axis=j)); an fn body projects inside."""
+    backend, options = every_backend
+    a = np.array([[1.0, -2.0, 3.0], [-1.0, -1.0, 4.0]])
+    cases = [
+        ("Y[i] = reduce(sum, j) relu(A[i,j])", np.maximum(a, 0).sum(axis=1)),
+        ("Y[i] = reduce(max, j) relu(A[i,j] - 3) + 1", np.maximum(a - 3, 0).max(axis=1) + 1),
+        ("Y[i] = reduce(sum, j) relu(A[i,j]) A[i,j]", (np.maximum(a, 0) * a).sum(axis=1)),
+        ("Y = reduce(mean, i, j) exp(A[i,j])", np.exp(a).mean()),
+        ("Y[i] = sum(relu(A[i,j]), axis=j)", np.maximum(a, 0).sum(axis=1)),
+        (
+            "fn layer(w[o,x], v[x]) -> y[o] { y[o] = relu(w[o,x] v[x]) }\nY[i] = layer(A[i,j], A[0,j])",
+            np.maximum(a @ a[0], 0),
+        ),
+    ]
+    for src, want in cases:
+        got = Program(src).compile(backend, **options)(A=a)["Y"]
+        np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=src)
+
+
 def test_products_of_many_factors(every_backend):
     """A term of 100 factors (more operands than one einsum call takes): every backend multiplies them all."""
     backend, options = every_backend

@@ -185,6 +185,9 @@ class Reduce:
     indices: tuple[IndexName, ...]
     body: Expr
     loc: Loc
+    # True for the projection an equation's term performs (an inlined fn body): calls inside follow the
+    # equation's call rule. An explicit reduce works along its indices, so calls inside keep them.
+    implicit: bool = False
 
 
 @dataclass(frozen=True, slots=True)

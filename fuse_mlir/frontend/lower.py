@@ -40,6 +40,7 @@ from fuse_mlir.frontend.resolve import (
     free_indices,
     literal_array,
     other_arg_indices,
+    reduce_body_shares,
     rename_indices,
     split_factors,
     split_terms,
@@ -1129,7 +1130,7 @@ class Lowerer:
                 return self.lower_select([(c, t)], o, proj, needed)
             case A.Case(branches=br, default=d):
                 return self.lower_select(list(br), d, proj, needed)
-            case A.Reduce(op=op, indices=idx, body=body):
+            case A.Reduce(op=op, indices=idx, body=body, implicit=implicit):
                 gone = {i.name for i in idx}
                 names = free_indices(body)
                 for i in idx:
@@ -1137,9 +1138,7 @@ class Lowerer:
                         raise FuseError(f"reduce over {i.name}, which the expression does not have", i.loc)
                 keep = [n for n in names if n not in gone]
                 if isinstance(body, A.BinOp) and body.op == "*" or not isinstance(body, A.BinOp):
-                    # the reduced names are bound here: an outer use of the same name is another index
-                    # (an inlined fn's contracted index bound to a call-site index the caller keeps)
-                    return self.lower_term(body, keep, op, (needed - gone) | set(keep))
+                    return self.lower_term(body, keep, op, reduce_body_shares(needed, gone, keep, implicit))
                 v = self.lower_elem(body, proj, needed | set(names))
                 return self.reduce(op, v, keep)
             case A.Call():

@@ -260,10 +260,10 @@ def _explain_elem(e: A.Expr, needed: set[str], lhs: list[str], dotted: str | Non
             if isinstance(e, A.Case) and e.default is not None:
                 parts.append(e.default)
             return _explain_parts(parts, needed, lhs, dotted, calls)
-        case A.Reduce(indices=idx, body=body):
+        case A.Reduce(indices=idx, body=body, implicit=implicit):
             gone = {i.name for i in idx}
             keep = [n for n in free_indices(body) if n not in gone]
-            _explain_term(body, (needed - gone) | set(keep), lhs, dotted, calls)
+            _explain_term(body, reduce_body_shares(needed, gone, keep, implicit), lhs, dotted, calls)
             return keep
         case A.Call():
             return _explain_call(e, needed, lhs, dotted, calls)
@@ -860,6 +860,20 @@ def _stmt_index_names(stmt: A.Equation) -> set[str]:
     return names
 
 
+def reduce_body_shares(needed: set[str], gone: set[str], keep: list[str], implicit: bool) -> set[str]:
+    """The indices a reduce's body shares with its surroundings, for the call rule inside it.
+
+    The reduced names are bound by the reduce: an outer use of the same name
+    is another index (an inlined fn's contracted index bound to a call-site
+    index the caller keeps). An explicit ``reduce(op, j) f(...)`` works along
+    j, as ``sum(f(...), axis=j)`` does, so calls inside keep j and the
+    reduction applies to their results; the projection an equation's term
+    performs (``implicit``) projects inside calls, as the equation would.
+    """
+    shared = (needed - gone) | set(keep)
+    return shared if implicit else shared | gone
+
+
 def project_terms(rhs: A.Expr, keep: list[str], projection: str, scoped: set[str] | None = None) -> A.Expr:
     """Rewrite a right-hand side so each term reduces its indices not in ``keep`` (as an equation would).
 
@@ -870,7 +884,8 @@ def project_terms(rhs: A.Expr, keep: list[str], projection: str, scoped: set[str
     for sign, term in split_terms(rhs):
         gone = [n for n in free_indices(term) if n not in keep and (scoped is None or n in scoped)]
         if gone:
-            part: A.Expr = A.Reduce(projection, tuple(A.IndexName(n, term.loc) for n in gone), term, term.loc)
+            names = tuple(A.IndexName(n, term.loc) for n in gone)
+            part: A.Expr = A.Reduce(projection, names, term, term.loc, implicit=True)
         else:
             part = term
         if out is None:
