@@ -311,6 +311,7 @@ def test_memory_cache_bound_zero_keeps_nothing(fresh_memory: Path, monkeypatch: 
 @pytest.mark.parametrize("value", ["lots", "-1", "1e3", "8 entries", "99999999999999999999"])
 def test_bad_cache_bound_is_a_fuse_error(fresh_memory: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     from fuse_mlir import FuseError
+
     monkeypatch.setenv("FUSE_CACHE_MAX", value)
     with pytest.raises(FuseError, match="FUSE_CACHE_MAX"):
         Program("Y[i] = exp(X[i]) * 2.375\nexport Y").compile("llvm")(X=np.ones(2))

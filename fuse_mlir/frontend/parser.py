@@ -82,6 +82,7 @@ def recursion_room() -> Iterator[None]:
             if _room_users == 0 and _room_saved is not None and sys.getrecursionlimit() == max(_room_saved, _ROOM):
                 sys.setrecursionlimit(_room_saved)
 
+
 _BINARY_PREC = {
     "||": 1,
     "&&": 2,

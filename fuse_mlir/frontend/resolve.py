@@ -270,7 +270,9 @@ def _explain_elem(e: A.Expr, needed: set[str], lhs: list[str], dotted: str | Non
     return free_indices(e)
 
 
-def _explain_parts(parts: list[A.Expr], needed: set[str], lhs: list[str], dotted: str | None, calls: list[dict]) -> list[str]:
+def _explain_parts(
+    parts: list[A.Expr], needed: set[str], lhs: list[str], dotted: str | None, calls: list[dict]
+) -> list[str]:
     """The parts of a ternary or case: each shares the indices of the others, not its own (as the lowering)."""
     frees = [set(free_indices(x)) for x in parts]
     out = []
