@@ -104,3 +104,35 @@ def test_oracle_literals_and_flatten() -> None:
         extents={"r": 2, "u": 3, "c": 4},
     )
     np.testing.assert_array_equal(evaluate(p, {"A": a})["F"], a.reshape(2, 12))
+
+
+def test_oracle_product_dtype_is_one_promotion_of_all_factors() -> None:
+    """A term's factors join at once (§4): weak literals anywhere in it do not widen (§8), whatever their place."""
+    from fuse_mlir.testing.fuzz.oracle import evaluate
+    from fuse_mlir.testing.fuzz.program import Bin, Eq, FuzzProgram, IName, InputSpec, Lit, Ref
+
+    i = IName("i")
+    b = np.array([1, -2], dtype=np.int8)
+    x = np.array([0.5, 2.0], dtype=np.float32)
+    orders = [
+        Bin("*", Bin("*", Ref("B", (i,)), Lit(0.5), True), Ref("X", (i,)), True),  # B[i] 0.5 X[i]
+        Bin("*", Bin("*", Ref("X", (i,)), Ref("B", (i,)), True), Lit(0.5), True),  # X[i] B[i] 0.5
+        Bin("*", Lit(0.5), Bin("*", Ref("B", (i,)), Ref("X", (i,)), True), True),  # 0.5 (B[i] X[i])
+    ]
+    for rhs in orders:
+        p = FuzzProgram(
+            eqs=[Eq("Y", (i,), "=", rhs)],
+            inputs={"B": InputSpec((2,), "int8"), "X": InputSpec((2,), "float32")},
+            exports=["Y"],
+            extents={"i": 2},
+        )
+        y = evaluate(p, {"B": b, "X": x})["Y"]
+        assert y.dtype == np.float32, rhs
+        np.testing.assert_array_equal(y, b * x * np.float32(0.5))
+    p = FuzzProgram(
+        eqs=[Eq("Y", (i,), "=", Bin("*", Ref("B", (i,)), Lit(0.5), True))],
+        inputs={"B": InputSpec((2,), "int8")},
+        exports=["Y"],
+        extents={"i": 2},
+    )
+    assert evaluate(p, {"B": b})["Y"].dtype == np.float64  # an int tensor times a float literal is float

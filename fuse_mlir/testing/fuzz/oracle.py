@@ -331,6 +331,8 @@ class Oracle:
                     _int_op(np.subtract, np.zeros((), np.asarray(v.a).dtype), v.a)
                 return _neg(v)
             return NA((np.asarray(v.a) == 0).astype(np.int8), v.names)
+        if isinstance(e, Bin) and e.op == "*":
+            return self.product(_product_factors(e), keep)
         if isinstance(e, Bin):
             a = self.ev(e.a, keep | self.free(e.b))
             b = self.ev(e.b, keep | self.free(e.a))
@@ -410,6 +412,24 @@ class Oracle:
                 return {bind[o] for o in f.out_idx if o in bind}
             parts = list(e.args)
         return set().union(*(self.free(x) for x in parts)) if parts else set()
+
+    def product(self, factors: list[Expr], keep: set[str]) -> NA:
+        """A product of factors is one join (§4): its dtype is NumPy's promotion of all factors at once.
+
+        The literals are weak (§8) against the whole product, whatever their
+        place: ``B[i] 0.5 X[i]`` with int8 B and float32 X is float32, as
+        ``X[i] B[i] 0.5`` is (a pairwise left-to-right NumPy chain would give
+        float64 for the first, since ``B * 0.5`` alone is float64).
+        """
+        frees = [self.free(f) for f in factors]
+        vals = [self.ev(f, keep.union(*(g for j, g in enumerate(frees) if j != k))) for k, f in enumerate(factors)]
+        out = vals[0]
+        for v in vals[1:]:
+            out = self.binary("*", out, v)
+        if out.weak:
+            return out
+        want = np.result_type(*(v.a if v.weak else np.asarray(v.a).dtype for v in vals))
+        return NA(np.asarray(out.a).astype(want), out.names) if np.asarray(out.a).dtype != want else out
 
     def binary(self, op: str, a: NA, b: NA) -> NA:
         if a.weak and b.weak and op in ("+", "-", "*", "/", "**"):
@@ -710,6 +730,19 @@ class Oracle:
             if name in a.names:
                 return int(np.shape(a.a)[a.names.index(name)])
         raise Reject("fn extent")
+
+
+def _product_factors(e: Expr) -> list[Expr]:
+    """The factors of a ``*`` chain (juxtaposition or ``*``), left to right; parentheses keep their own."""
+    out: list[Expr] = []
+    stack: list[Expr] = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Bin) and x.op == "*":
+            stack += [x.b, x.a]
+        else:
+            out.append(x)
+    return out
 
 
 def _literal_only(e: Any) -> bool:
