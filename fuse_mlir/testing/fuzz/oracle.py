@@ -733,16 +733,18 @@ class Oracle:
 
 
 def _product_factors(e: Expr) -> list[Expr]:
-    """The factors of a ``*`` chain (juxtaposition or ``*``), left to right; parentheses keep their own."""
+    """The factors of a ``*`` chain (juxtaposition or ``*``), left to right.
+
+    The chain is left-associative: a product nested on the right prints in
+    parentheses (see ``Bin.text``), so it is one factor with its own dtype.
+    """
     out: list[Expr] = []
-    stack: list[Expr] = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Bin) and x.op == "*":
-            stack += [x.b, x.a]
-        else:
-            out.append(x)
-    return out
+    x = e
+    while isinstance(x, Bin) and x.op == "*":
+        out.append(x.b)
+        x = x.a
+    out.append(x)
+    return out[::-1]
 
 
 def _literal_only(e: Any) -> bool:
