@@ -681,6 +681,19 @@ def test_explicit_reduce_works_along_its_indices(every_backend):
         np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=src)
 
 
+@pytest.mark.parametrize("src", ["T[i] = 1.0 X[i]", "T[i] = X[i] 1.0", "T[i] = exp(0) X[i]", "T[i] = (1.0 + 0) X[i]"])
+def test_a_literal_one_still_promotes(every_backend, src):
+    """Multiplying by a float literal equal to 1 skips the multiply, not the promotion (NEP 50: int32 -> float64)."""
+    backend, options = every_backend
+    run = Program(src).compile(backend, **options)
+    for dtype, want in [(np.int32, np.float64), (np.int8, np.float64), (np.float32, np.float32)]:
+        got = run(X=np.array([2, 3], dtype=dtype))["T"]
+        assert got.dtype == want, (src, dtype, got.dtype)
+        np.testing.assert_array_equal(got, [2.0, 3.0])
+    got = Program("T[i] = 1 X[i]").compile(backend, **options)(X=np.array([2, 3], dtype=np.int32))["T"]
+    assert got.dtype == np.int32
+
+
 def test_products_of_many_factors(every_backend):
     """A term of 100 factors (more operands than one einsum call takes): every backend multiplies them all."""
     backend, options = every_backend

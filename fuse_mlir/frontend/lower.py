@@ -1048,7 +1048,12 @@ class Lowerer:
         out_names = self.in_layout([n for n in keep if n in have])
         projected = [n for n in have if n not in out_names]
         base_dtype = np.result_type(*[t.dtype for t in tensors])
-        lits = [self.materialize(Weak(w), base_dtype) for w in weak if w != 1]
+        # A literal 1 is dropped unless it promotes (`1.0 X[i]` with int32 X is float64, NEP 50).
+        lits = [
+            self.materialize(Weak(w), base_dtype)
+            for w in weak
+            if w != 1 or dt.weak_dtype(w, [base_dtype]) != base_dtype
+        ]
         operands = tensors + lits
         if len(operands) == 1 and not projected:
             return operands[0]
