@@ -217,6 +217,9 @@ class Oracle:
         for eq in eqs:
             c = self.equation(eq, shape)
             if eqs[0].boolean:
+                _check_float_truth(
+                    c, projects=bool(self.free(eq.rhs) - {i.name for i in eq.lidx if isinstance(i, IName)})
+                )
                 c = NA((np.asarray(c.a) != 0).astype(np.int8), c.names)
                 total = c if total is None else NA(np.logical_or(total.a, c.a).astype(np.int8), c.names)
             else:
@@ -730,6 +733,21 @@ class Oracle:
             if name in a.names:
                 return int(np.shape(a.a)[a.names.index(name)])
         raise Reject("fn extent")
+
+
+def _check_float_truth(c: NA, projects: bool) -> None:
+    """A boolean of a projected float sum is open where the sum is near 0: rounding decides which side of 0.
+
+    (``T(i) = A[j] X[i,m]`` with ``Σ_j A = 0`` is exactly 0 in one summation
+    order and 1e-16 in another; the 0/1 result then depends on the order.)
+    """
+    arr = np.asarray(c.a)
+    if not projects or arr.dtype.kind != "f" or arr.size == 0:
+        return
+    with np.errstate(invalid="ignore"):
+        scale = max(1.0, float(np.nanmax(np.abs(arr))) if np.isfinite(arr).any() else 1.0)
+        if np.any(np.abs(arr) <= 1e-9 * scale):
+            raise Undefined("boolean of a float sum that is 0 up to rounding")
 
 
 def _product_factors(e: Expr) -> list[Expr]:
