@@ -329,6 +329,7 @@ class Oracle:
             return self.ev(e.a, keep)
         if isinstance(e, Un):
             v = self.ev(e.a, keep)
+            _check_threshold(v.a, e.op == "!" and _computed(e.a))
             if e.op == "-":
                 if not v.weak and np.asarray(v.a).dtype.kind in "iu":
                     _int_op(np.subtract, np.zeros((), np.asarray(v.a).dtype), v.a)
@@ -339,6 +340,11 @@ class Oracle:
         if isinstance(e, Bin):
             a = self.ev(e.a, keep | self.free(e.b))
             b = self.ev(e.b, keep | self.free(e.a))
+            if e.op in THRESHOLD_OPS and (_computed(e.a) or _computed(e.b)):
+                (x, y), _ = align(a, b)
+                with np.errstate(all="ignore"):
+                    _check_threshold(np.subtract(x, y) if e.op not in ("&&", "||") else x, True)
+                    _check_threshold(y, e.op in ("&&", "||"))
             return self.binary(e.op, a, b)
         if isinstance(e, Ternary):
             return self.select([e.c, e.a, e.b], keep)
@@ -488,6 +494,7 @@ class Oracle:
         xs, names = align(*vals)
         result = xs[-1]
         for k in range(len(xs) - 3, -1, -2):
+            _check_threshold(xs[k], _computed(parts[k]))
             result = np.where(np.not_equal(xs[k], 0), xs[k + 1], result)
         return NA(np.asarray(result), names) if names or not all(v.weak for v in vals[1::2]) else NA(result, ())
 
@@ -625,10 +632,14 @@ class Oracle:
             self.eq_extents[axis] = out.shape[names.index(axis)]
             return NA(out, names)
         args = self.call_args(c, keep, None)
+        hard_sig = fn == "sig" and len(c.args) == 1 and not kw.get("T")
+        if fn in ("step", "log", "sqrt") or hard_sig:
+            _check_threshold(args[0].a, _computed(c.args[0]))
         if fn in ("select", "case"):
             xs, names = align(*args)
             result = xs[-1]
             for k in range(len(xs) - 3, -1, -2):
+                _check_threshold(xs[k], _computed(c.args[k]))
                 result = np.where(np.not_equal(xs[k], 0), xs[k + 1], result)
             return NA(np.asarray(result), names)
         xs, names = align(*args)
@@ -733,6 +744,35 @@ class Oracle:
             if name in a.names:
                 return int(np.shape(a.a)[a.names.index(name)])
         raise Reject("fn extent")
+
+
+THRESHOLD_OPS = ("<", "<=", ">", ">=", "==", "!=", "&&", "||")
+"""Operators whose result jumps where their (float) operands meet or reach 0."""
+
+
+def _computed(e: Expr) -> bool:
+    """Whether ``e`` is a computed value (not a reference or literal): its last bits depend on the evaluation."""
+    while isinstance(e, Paren):
+        e = e.a
+    return not isinstance(e, Ref | Lit)
+
+
+def _check_threshold(x: Any, computed: bool) -> None:
+    """A discontinuous function of a computed float at its threshold is open: rounding decides the side.
+
+    ``step``, a hard ``sig``, comparisons, conditions, ``!``/``&&``/``||``
+    jump at 0 (comparisons at equal operands) and ``log``/``sqrt`` turn NaN
+    below it; a computed value that is 0 up to rounding (a cancelling sum,
+    a normalised row's mean) lands on either side depending on the
+    summation order or the vector math, so the program has no one answer.
+    """
+    arr = np.asarray(x)
+    if not computed or arr.dtype.kind != "f" or arr.size == 0:
+        return
+    finite = arr[np.isfinite(arr)]
+    scale = max(1.0, float(np.max(np.abs(finite)))) if finite.size else 1.0
+    if np.any(np.abs(finite) <= 1e-9 * scale):
+        raise Undefined("a discontinuous function of a computed float at its threshold")
 
 
 def _check_float_truth(c: NA, projects: bool) -> None:
