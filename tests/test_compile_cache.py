@@ -23,8 +23,10 @@ import json, sys, numpy as np
 from fuse_mlir import Program
 from fuse_mlir.backends.llvm.executor import NativeExecutor, compile_program
 p = Program(sys.argv[1])
-e = NativeExecutor()  # the runner's thread settings, so both share one kernel
-c = compile_program(p.lower().module, threads=e.threads, parallel_min=e.parallel_min)
+e = NativeExecutor()  # the runner's thread and checked-build settings, so both share one kernel
+c = compile_program(
+    p.lower().module, threads=e.threads, parallel_min=e.parallel_min, check_bounds=bool(e.check_bounds)
+)
 x = np.linspace(-1, 1, 7)
 r = p.compile("llvm")(X=x, Y2=x, Z=x)
 print(json.dumps({"from_disk": c.from_disk, "S": float(r["S"]), "T": r["T"].tolist()}))
