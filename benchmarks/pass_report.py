@@ -26,8 +26,8 @@ from xdsl.dialects.builtin import ModuleOp
 
 from benchmarks.workloads import WORKLOADS
 from fuse_mlir import Program
-from fuse_mlir.backends.llvm.executor import lower_to_loop
 from fuse_mlir.dialects import loop
+from fuse_mlir.passes.lowering import lower_to_loop
 from fuse_mlir.passes.statistics import Statistics
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,7 +3,7 @@
     python -m benchmarks.vecmath_speed            # 1M elements, both dtypes, a Markdown table
     python -m benchmarks.vecmath_speed --n 200000 --dtypes float32 --functions exp,sin
 
-Unary/binary math ops come from :func:`fuse_mlir.mathlib.probe.math_kernel`
+Unary/binary math ops come from :func:`benchmarks.math_probe.math_kernel`
 (expm1 and log1p are not .fuse builtins); ``sigmoid`` (``sig(x, T=1)``) and
 ``gelu`` are compiled .fuse programs, whose libm-based version is
 ``compile(strict=True)``. Times are the best of interleaved repeats (on a
@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from benchmarks.math_probe import math_kernel
 from fuse_mlir import Program
-from fuse_mlir.mathlib.probe import math_kernel
 
 RANGES: dict[str, tuple[float, float]] = {
     "exp": (-20.0, 20.0),

@@ -27,8 +27,9 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from fuse_mlir.dialects.tensor_eq import MapOp, names_of, names_of_each
 from fuse_mlir.interp.reference import run_module
+from fuse_mlir.ir import print_module
 from fuse_mlir.passes import PatternPass, Pipeline, option, register_pass
-from fuse_mlir.program import Program, print_module
+from fuse_mlir.program import Program
 
 HERE = Path(__file__).resolve().parent
 

@@ -8,6 +8,7 @@ and a caret, never as a Python traceback.
 
 from __future__ import annotations
 
+import io
 from weakref import WeakKeyDictionary
 
 from xdsl.context import Context
@@ -16,6 +17,7 @@ from xdsl.dialects.builtin import Builtin, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import AttributeInvT
 from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.utils.lexer import Span
 
@@ -198,3 +200,10 @@ def parse_mlir(
     if verify:
         verify_module(module, fallback=Loc(filename, 1, 1))
     return module
+
+
+def print_module(module: ModuleOp, generic: bool = False) -> str:
+    """MLIR text of a module (custom format unless ``generic``)."""
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=generic).print_op(module)
+    return out.getvalue() + "\n"

@@ -9,33 +9,25 @@ specialisation.
 
 from __future__ import annotations
 
-import io
+import copy
 import json
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.printer import Printer
 
-from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
+from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.frontend import ast as A
-from fuse_mlir.frontend.lower import Lowered, LowerOptions, load_sources, lower_program
+from fuse_mlir.frontend.lower import load_sources, lower_program
 from fuse_mlir.frontend.parser import parse, recursion_room
 from fuse_mlir.frontend.resolve import Resolved, explain_term, free_indices, resolve, split_factors, split_terms
+from fuse_mlir.ir import print_module  # re-exported: part of the public API (fuse_mlir.program.print_module)
+from fuse_mlir.lowered import Lowered, LowerOptions
+from fuse_mlir.modes.runner import Runner  # re-exported: the public API names them here
 
 if TYPE_CHECKING:
-    from fuse_mlir.fixpoint import RunInfo
-
-
-def print_module(module: ModuleOp, generic: bool = False) -> str:
-    """MLIR text of a module (custom format unless ``generic``)."""
-    out = io.StringIO()
-    Printer(stream=out, print_generic_format=generic).print_op(module)
-    return out.getvalue() + "\n"
+    pass
 
 
 class Program:
@@ -122,6 +114,13 @@ class Program:
                 semi_naive(hit.module)
             self._lowered[(key, options)] = hit
         return hit
+
+    def with_resolved(self, resolved: Resolved) -> Program:
+        """A copy of this program whose resolved equations are ``resolved`` (streaming's per-step program)."""
+        step = copy.copy(self)
+        step.resolved = resolved
+        step._lowered = {}
+        return step
 
     def to_mlir(self, input_dtypes: Mapping[str, Any] | None = None, generic: bool = False) -> str:
         """The tensor_eq module as MLIR text."""
@@ -255,265 +254,9 @@ def _call_text(call: dict[str, Any]) -> str:
     return text
 
 
-_SUPPORTED_KINDS = "biuf"
-
 BACKEND_MODES = ("eager", "compile")
 """``compile(mode=...)`` values that belong to the backend (torch) rather than to the run (single, fixpoint,
 streaming)."""
-
-
-@dataclass
-class Runner:
-    """A compiled program: call it with the inputs as keyword arguments; returns the exports.
-
-    ``runner(X=x, out={"Y": y})`` writes export ``Y`` into the caller's array
-    ``y`` (checked: an export, writeable, C-contiguous, its dtype and shape, no
-    overlap with an input) and returns it as ``Y``; a program with an input
-    named ``out`` takes its buffers through ``run(inputs, out=...)``.
-
-    Inputs named as in a call that ran once take a direct path on later calls
-    when the backend offers one (``executor.bind``) and the arrays have that
-    call's dtypes and ranks: the name checks it passed are not redone; the
-    backend still checks every array.
-    """
-
-    program: Program
-    backend: str
-    out_root: Path
-    executor: Any = None
-    donate: frozenset[str] = frozenset()
-    options: LowerOptions | None = None
-    last_run: RunInfo | None = None  # after each run: per recursive group iterations/convergence, temperatures
-    _specs: dict[str, Any] | None = field(default=None, repr=False)
-    mode: str = "single"
-    profile: bool = False
-    rewrite: Any = field(default=None, repr=False)  # (lowered, arrays) -> (lowered, arrays): Monte Carlo projection
-    _last: Any = field(default=None, repr=False)  # the latest call: a modes.trace.LastRun, or the direct path's
-    # (lowered, inputs, seconds), turned into one when asked for
-    _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
-    _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
-
-    def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
-        out = None
-        if "out" in inputs and "out" not in self._input_specs():
-            out = inputs.pop("out")
-        entry = self._fast.get(tuple(inputs))
-        if entry is not None:
-            fast, lowered = entry
-            t0 = time.perf_counter()
-            result = fast(inputs, out)
-            if result is not None:
-                # Recorded raw (a tuple costs nothing next to the call); explain() builds the record from it.
-                self._last = (lowered, inputs, time.perf_counter() - t0)
-                return result
-        return self.run(inputs, out=out)
-
-    def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, **inputs: Any) -> np.ndarray:
-        """Evaluate only what tensor ``name`` depends on, optionally selecting positions of its axes.
-
-        ``select`` maps an axis (index name or position) to an int (the axis
-        goes) or a slice; ``inputs`` need only hold what ``name`` depends on.
-        Results are cached until an input changes (docs/modes.md, demand).
-        """
-        from fuse_mlir.modes.demand import DemandCache
-
-        if self._demand is None:
-            self._demand = DemandCache(self)
-        return self._demand.query(name, select or {}, inputs)
-
-    def clear_query_cache(self) -> None:
-        """Forget cached ``query`` results (needed only after changing a large input array in place)."""
-        if self._demand is not None:
-            self._demand.clear()
-
-    def explain(self, format: str = "text") -> Any:
-        """The trace of the latest call: compile and run time apart, per group iterations, time, kernels,
-        FLOPs, bytes (text or json); every call updates it, the direct path of repeated calls included."""
-        last = self._last_run()
-        if last is None:
-            raise FuseRuntimeError("explain() describes the latest run: call the runner first")
-        return last.trace().render(format)
-
-    def _last_run(self) -> Any:
-        """The latest call's :class:`~fuse_mlir.modes.trace.LastRun` (built here for a call of the direct path)."""
-        if isinstance(self._last, tuple):
-            lowered, inputs, seconds = self._last
-            self._record(lowered, inputs, seconds, 0.0)
-        return self._last
-
-    def input_names(self) -> list[str]:
-        return list(self._input_specs())
-
-    def run(
-        self,
-        inputs: Mapping[str, Any] | None = None,
-        *,
-        write_sinks: bool = True,
-        out: Mapping[str, Any] | None = None,
-    ) -> dict[str, np.ndarray]:
-        """Validate ``inputs``, run the program, write its sinks, and return the exports by name.
-
-        ``out`` maps export names to caller arrays that receive them (see the class docstring).
-        """
-        from fuse_mlir.fixpoint import collect_run
-        from fuse_mlir.io.sinks import write_sink
-
-        given = dict(inputs or {})
-        arrays = self._validate(given)
-        t0 = time.perf_counter()
-        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
-        lower_seconds = time.perf_counter() - t0  # ~0 once this dtype signature has been lowered
-        result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds)
-        self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
-        if info.groups and self._last is not None:
-            self._last.iterations = {n: g.iterations for g in info.groups for n in (g.label, *g.names)}
-            self._last.group_extra = {
-                n: {"converged": g.converged, "max_iters": g.max_iters}
-                for g in info.groups
-                for n in (g.label, *g.names)
-            }
-            self._last.notes = info.explain().splitlines()
-        if write_sinks:
-            for path, value, loc in result.sinks:
-                write_sink(path, value, self.out_root, loc=loc)
-        self._remember(given, lowered)
-        return result.exports
-
-    def execute(
-        self,
-        lowered: Lowered,
-        arrays: dict[str, np.ndarray],
-        out: Mapping[str, Any] | None = None,
-        *,
-        compile_seconds: float = 0.0,
-    ) -> Any:
-        """Run one lowered module on validated arrays (after the mode's rewrite), recording it for explain().
-
-        Compiling and running are timed apart: ``compile_seconds`` (the
-        caller's lowering) plus the backend's ``prepare(lowered)`` where it has
-        one (the llvm backend compiles or loads its kernel there) count as
-        compile time; only the call itself counts as run time.
-        """
-        from fuse_mlir.modes.trace import run_profiled
-
-        if self.rewrite is not None:
-            lowered, arrays = self.rewrite(lowered, arrays)
-        shapes = op_seconds = None
-        prepare = getattr(self.executor, "prepare", None)
-        if prepare is not None and not (self.profile and self.backend == "reference"):
-            t0 = time.perf_counter()
-            prepare(lowered)
-            compile_seconds += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        if self.profile and self.backend == "reference" and out is None:
-            result, shapes, op_seconds = run_profiled(lowered.module, arrays, lowered.sources)
-        elif out is not None and not getattr(self.executor, "supports_out", False):
-            result = self._run_then_fill(lowered, arrays, out)
-        elif out is not None:
-            result = self.executor(lowered, arrays, out=out)
-        else:
-            result = self.executor(lowered, arrays)
-        self._record(lowered, arrays, time.perf_counter() - t0, compile_seconds, shapes, op_seconds)
-        return result
-
-    def _record(
-        self,
-        lowered: Lowered,
-        arrays: Mapping[str, Any],
-        seconds: float,
-        compile_seconds: float,
-        shapes: dict[Any, object] | None = None,
-        op_seconds: dict[Any, float] | None = None,
-    ) -> None:
-        """Remember this call for explain(): cheap (the trace itself is built when asked for)."""
-        from fuse_mlir.modes.trace import LastRun
-
-        self._last = LastRun(
-            lowered.module,
-            {k: np.shape(v) for k, v in arrays.items()},
-            lowered.sources,
-            seconds,
-            self.backend,
-            self.mode,
-            shapes,
-            op_seconds,
-            compile_seconds=compile_seconds,
-        )
-
-    def _run_then_fill(self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any]) -> Any:
-        """``out`` for a backend that allocates its own results: check, run, copy in."""
-        from fuse_mlir.backends.outputs import check_out, fill_out
-
-        checked = check_out(out, dict.fromkeys(lowered.exports), arrays.values())
-        result = self.executor(lowered, arrays)
-        for name, buf in checked.items():
-            result.exports[name] = fill_out(buf, result.exports[name], name)
-        return result
-
-    def _remember(self, given: dict[str, Any], lowered: Lowered) -> None:
-        """Offer later calls with these input names the backend's direct path for this signature.
-
-        One entry per tuple of names (in call order); the direct path itself
-        declines (returns None) arrays of another dtype or rank, and the latest
-        signature that ran through here replaces the entry.
-        """
-        bind = getattr(self.executor, "bind", None)
-        plain = self.mode == "single" and self.rewrite is None and not self.profile
-        if self.options is not None and self.options.mode != "single":
-            plain = False  # fixpoint runs report per-group iterations from the general path
-        if (
-            bind is None
-            or not plain
-            or not all(type(v) is np.ndarray and v.dtype.kind in "iuf" for v in given.values())
-        ):
-            return
-        fast = bind(lowered)
-        if fast is not None:
-            self._fast[tuple(given)] = (fast, lowered)
-
-    def _input_specs(self) -> dict[str, Any]:
-        specs = self._specs
-        if specs is None:
-            specs = self._specs = {s.name: s for s in self.program.lower(None, self.options).inputs}
-        return specs
-
-    def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
-        specs = self._input_specs()
-        unknown = sorted(set(inputs) - set(specs))
-        if unknown:
-            raise FuseRuntimeError(
-                f"unknown input{'s' * (len(unknown) > 1)} {', '.join(unknown)}; "
-                f"the program's inputs are: {', '.join(specs) or 'none'}"
-            )
-        missing = [n for n in specs if n not in inputs]
-        if missing:
-            spec = specs[missing[0]]
-            raise FuseRuntimeError(f"missing input{'s' * (len(missing) > 1)} {', '.join(missing)}", spec.loc)
-        out = {name: coerce_input(name, value, specs[name]) for name, value in inputs.items()}
-        for name in self.donate & out.keys():
-            # A donated buffer may be overwritten: never one the caller cannot write, nor one another input reads.
-            arr = out[name]
-            if not arr.flags.writeable or any(n != name and np.shares_memory(arr, other) for n, other in out.items()):
-                out[name] = arr.copy()
-        return out
-
-
-def coerce_input(name: str, value: Any, spec: Any) -> np.ndarray:
-    """One input as a C-contiguous, aligned array of a supported dtype and the rank ``spec`` (an InputSpec) says."""
-    try:
-        arr = np.asarray(value)
-    except (ValueError, TypeError) as err:  # a ragged nested list, an object NumPy cannot convert
-        raise FuseRuntimeError(f"input {name} is not a rectangular array: {err}", spec.loc) from None
-    if arr.dtype == np.bool_:
-        arr = arr.astype(np.int8)
-    if arr.dtype.kind not in _SUPPORTED_KINDS or arr.dtype.itemsize > 8:
-        raise FuseRuntimeError(f"input {name} has unsupported dtype {arr.dtype}", spec.loc)
-    rank = spec.rank
-    if arr.ndim != rank:
-        raise FuseRuntimeError(f"input {name} must have rank {rank} but has shape {arr.shape}", spec.loc)
-    # Copy only what is not C-contiguous or not aligned (a view at an odd byte offset): np.array's copy is both,
-    # and keeps 0-d arrays 0-d, unlike ascontiguousarray (which does not fix alignment either).
-    return arr if arr.flags.c_contiguous and arr.flags.aligned else np.array(arr, order="C")
 
 
 def format_exports(exports: Mapping[str, np.ndarray]) -> str:

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from fuse_mlir.diagnostics import FuseError
 
 OPT_LEVELS = ("O0", "O2")
+PARALLEL_MIN = 1 << 16
+"""Default least work (iterations of a nest's loops) for which a native parallel region is split across threads
+(the ``parallel-min`` option of ``lower-loop-to-llvm``; ``FUSE_PARALLEL_MIN`` overrides it at run time)."""
 
 
 @dataclass(frozen=True)

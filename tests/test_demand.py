@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from fuse_mlir.diagnostics import FuseRuntimeError
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.ir import print_module
 from fuse_mlir.modes.demand import build_query
-from fuse_mlir.program import Program, print_module
+from fuse_mlir.program import Program
 from tests.strategies import GenProgram, programs
 
 BACKENDS = ["reference", "llvm"]

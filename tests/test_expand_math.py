@@ -16,9 +16,9 @@ from functools import cache
 import numpy as np
 import pytest
 
+from benchmarks import math_probe as probe
 from fuse_mlir import Program
-from fuse_mlir.backends.llvm.executor import lower_to_loop
-from fuse_mlir.mathlib import probe
+from fuse_mlir.passes.lowering import lower_to_loop
 
 EXTENDED = np.finfo(np.longdouble).nmant >= 63  # x86 long double: a reference for float64
 N = 400_000

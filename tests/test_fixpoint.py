@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from fuse_mlir import FuseError, Program
-from fuse_mlir.backends.llvm.executor import lower_to_loop
 from fuse_mlir.diagnostics import diagnostic_handler
-from fuse_mlir.frontend.lower import LowerOptions
 from fuse_mlir.interp.ew_interp import run_ew_module
 from fuse_mlir.interp.loop_interp import run_loop_module
 from fuse_mlir.ir import make_context
+from fuse_mlir.lowered import LowerOptions
 from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
+from fuse_mlir.passes.lowering import lower_to_loop
 
 BACKENDS = ["reference", "llvm"]
 

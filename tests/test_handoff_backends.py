@@ -230,8 +230,8 @@ def test_numba_parallel(name, tmp_path):
 
 def test_numba_renders_prange_for_parallel_loops():
     pytest.importorskip("numba")
-    from fuse_mlir.backends.llvm.executor import lower_to_loop
     from fuse_mlir.backends.numba.render import render_module
+    from fuse_mlir.passes.lowering import lower_to_loop
 
     module = lower_to_loop(Program("Y[i, j] = exp(X[i, j]) + 1").lower().module, strict=True)
     assert "prange(" in render_module(module, parallel=True)[0]

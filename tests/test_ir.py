@@ -6,8 +6,8 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from fuse_mlir.diagnostics import FuseError
-from fuse_mlir.ir import make_context, parse_mlir
-from fuse_mlir.program import Program, print_module
+from fuse_mlir.ir import make_context, parse_mlir, print_module
+from fuse_mlir.program import Program
 
 TEXT = """\
 builtin.module {

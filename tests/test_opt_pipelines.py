@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from benchmarks.workloads import WORKLOADS
 from fuse_mlir import FuseError, Program
-from fuse_mlir.backends.llvm.executor import lower_to_loop
 from fuse_mlir.dialects import loop
+from fuse_mlir.passes.lowering import lower_to_loop
 from fuse_mlir.passes.statistics import Statistics
 from tests.strategies import GenProgram, programs
 

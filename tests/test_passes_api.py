@@ -26,7 +26,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from fuse_mlir.cli import fuse_opt
 from fuse_mlir.diagnostics import Diagnostic, FuseError, diagnostic_handler
 from fuse_mlir.dialects.tensor_eq import MapOp
-from fuse_mlir.ir import parse_mlir
+from fuse_mlir.ir import parse_mlir, print_module
 from fuse_mlir.passes import (
     AnalysisManager,
     FusePass,
@@ -48,7 +48,6 @@ from fuse_mlir.passes import registry as reg
 from fuse_mlir.passes.graph import to_dot
 from fuse_mlir.passes.levels import DOT, lowering_spec, module_level, register_level
 from fuse_mlir.passes.spec import parse_spec
-from fuse_mlir.program import print_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_DIR = ROOT / "tests" / "plugins" / "fuse_mlir_demo_plugin"

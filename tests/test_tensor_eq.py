@@ -15,8 +15,7 @@ from xdsl.utils.exceptions import VerifyException
 from fuse_mlir import FuseError, Program
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.reference import run_module
-from fuse_mlir.ir import parse_mlir
-from fuse_mlir.program import print_module
+from fuse_mlir.ir import parse_mlir, print_module
 from tests.test_semantics import CASES
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.fuse"))

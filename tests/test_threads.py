@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from benchmarks.workloads import WORKLOADS
 from fuse_mlir import FuseError, FuseRuntimeError, Program
-from fuse_mlir.backends.llvm.executor import NativeExecutor, lower_to_loop
+from fuse_mlir.backends.llvm.executor import NativeExecutor
 from fuse_mlir.backends.llvm.parallel import MAX_THREADS, default_threads
+from fuse_mlir.passes.lowering import lower_to_loop
 from tests.strategies import GenProgram, programs
 from tests.test_llvm_programs import same
 from tests.test_semantics import CASES

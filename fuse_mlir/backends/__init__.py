@@ -8,13 +8,12 @@ name in ``Program.compile(backend=...)``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from fuse_mlir.diagnostics import FuseError
-from fuse_mlir.frontend.lower import Lowered
-from fuse_mlir.interp.reference import RunResult
+from fuse_mlir.lowered import Lowered, RunResult
 
 
 class Executor(Protocol):
@@ -78,10 +77,18 @@ def _numba(**options: object) -> Executor:
     return numba_executor(**options)
 
 
-def _auto(**options: object) -> Executor:
-    from fuse_mlir.backends.handoff import auto_executor
+def _auto(**options: Any) -> Executor:
+    """The executor ``auto`` chooses; the choice is its ``backend_name`` attribute (a device 'cpu' is dropped)."""
+    from fuse_mlir.backends.handoff import choose_backend
 
-    return auto_executor(**options)
+    name = choose_backend(options)
+    if name == "llvm":
+        options = {k: v for k, v in options.items() if k != "device"}
+        if options.get("return_type", "numpy") in ("numpy", "native"):
+            options.pop("return_type", None)  # llvm's exports are NumPy arrays: its native type
+    executor: Any = get_backend(name, **options)
+    executor.backend_name = name
+    return executor
 
 
 BACKENDS: dict[str, Callable[..., Executor]] = {

@@ -32,10 +32,10 @@ from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.frontend.lower import Lowered
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
-from fuse_mlir.interp.reference import RunResult, _loc, access_plan
+from fuse_mlir.interp.reference import _loc, access_plan
+from fuse_mlir.lowered import Lowered, RunResult
 
 Array = Any
 

@@ -110,17 +110,3 @@ def choose_backend(options: dict[str, Any]) -> str:
     except (ImportError, RuntimeError):
         pass
     raise FuseError(f"backend 'auto': no installed framework (torch, jax) can use device {device!r}")
-
-
-def auto_executor(**options: Any) -> Any:
-    """The executor ``auto`` chooses; the choice is its ``backend_name`` attribute (a device 'cpu' is dropped)."""
-    from fuse_mlir.backends import get_backend
-
-    name = choose_backend(options)
-    if name == "llvm":
-        options = {k: v for k, v in options.items() if k != "device"}
-        if options.get("return_type", "numpy") in ("numpy", "native"):
-            options.pop("return_type", None)  # llvm's exports are NumPy arrays: its native type
-    executor: Any = get_backend(name, **options)
-    executor.backend_name = name
-    return executor

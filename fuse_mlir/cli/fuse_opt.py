@@ -34,14 +34,14 @@ from fuse_mlir.cli.common import ArgumentParser, read_text, run_main, version_st
 from fuse_mlir.cli.expected_diagnostics import check_diagnostics, parse_expected
 from fuse_mlir.diagnostics import Diagnostic, FuseError, diagnostic_handler, error_diagnostics
 from fuse_mlir.dialects.tensor_eq import element_type
-from fuse_mlir.ir import parse_mlir, verify_module
+from fuse_mlir.ir import parse_mlir, print_module, verify_module
 from fuse_mlir.passes.graph import DOT_DETAILS, to_dot, to_kernel_dot
 from fuse_mlir.passes.instruments import PrintIR, Timing, VerifyEach
 from fuse_mlir.passes.levels import DOT, all_levels, lowering_spec, module_level
 from fuse_mlir.passes.pipeline import Pipeline
 from fuse_mlir.passes.registry import all_passes, all_pipelines, find_pass, load_pass_plugin, unknown_pass_message
 from fuse_mlir.passes.statistics import Statistics
-from fuse_mlir.program import Program, print_module
+from fuse_mlir.program import Program
 
 INPUT_FORMATS = ("auto", "fuse", "mlir")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,7 @@ from fuse_mlir.frontend.resolve import (
 )
 from fuse_mlir.frontend.shapes import DimDef, Dims, Key, Where
 from fuse_mlir.interp import dtypes as dt
+from fuse_mlir.lowered import MODES, STATUS_SEP, FixpointGroup, InputSpec, Lowered, LowerOptions
 
 
 @dataclass(frozen=True)
@@ -69,65 +70,6 @@ class TV:
 
 
 Val = TV | Weak
-
-
-@dataclass
-class InputSpec:
-    """A program input: its name, rank and (specialised) dtype."""
-
-    name: str
-    rank: int
-    dtype: np.dtype
-    loc: Loc
-
-
-MODES = ("single", "fixpoint", "streaming")
-
-
-@dataclass(frozen=True)
-class LowerOptions:
-    """How a program is lowered: the evaluation mode and its settings (hashable: they key the lowering cache).
-
-    ``mode`` is ``single`` (a cycle is an error) or ``fixpoint`` (each
-    recursive group becomes a ``te.fixpoint`` iterated to convergence within
-    ``atol``/``rtol`` or ``max_iters`` runs). ``temperature`` holds, per
-    tensor, the T of ``sig(x)`` calls without one at each iteration (see
-    fuse_mlir/fixpoint.py); single-pass groups use the first entry.
-    ``semi_naive`` lets :class:`~fuse_mlir.passes.semi_naive.SemiNaive`
-    rewrite boolean recursive groups into delta rules after lowering.
-    """
-
-    mode: str = "single"
-    max_iters: int = 32
-    atol: float = 1e-6
-    rtol: float = 1e-5
-    temperature: tuple[tuple[str, tuple[float, ...]], ...] = ()
-    semi_naive: bool = True
-
-
-@dataclass(frozen=True)
-class FixpointGroup:
-    """One recursive group lowered to a ``te.fixpoint``: its label (the status export prefix) and tensors."""
-
-    label: str
-    names: tuple[str, ...]
-    max_iters: int
-
-
-STATUS_SEP = "#"
-"""Separates a fixpoint's label from its status name in hidden exports (``Anc#iterations``): no identifier has it."""
-
-
-@dataclass
-class Lowered:
-    """The result of lowering: the module plus what the runner needs to call it."""
-
-    module: ModuleOp
-    inputs: list[InputSpec]
-    exports: list[str]
-    group_order: list[str]
-    sources: dict[str, np.ndarray]
-    fixpoints: list[FixpointGroup] = field(default_factory=list)
 
 
 FACT_SUFFIXES = (".csv", ".tsv")

@@ -31,7 +31,8 @@ from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named
-from fuse_mlir.interp.reference import _HANDLERS, Interpreter, RunResult, _einsum_kernel
+from fuse_mlir.interp.reference import _HANDLERS, Interpreter, _einsum_kernel
+from fuse_mlir.lowered import RunResult
 
 
 def np_scalar_type(t: Attribute) -> np.dtype:

@@ -21,8 +21,6 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DictionaryAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -30,15 +28,15 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     Signedness,
-    StringAttr,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc, format_details
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.abi import HostCallEntry, LoopAbi
 from fuse_mlir.interp import numpy_builtins as nb
-from fuse_mlir.interp.reference import RunResult
+from fuse_mlir.lowered import RunResult
 
 Env = dict[SSAValue, Any]
 
@@ -316,11 +314,9 @@ class LoopInterpreter:
     def __init__(self, module: ModuleOp):
         self.module = module
         self.main = main_function(module)
-        attrs = module.attributes
-        self.arg_entries: list[ArrayAttr] = list(attrs["fuse.args"].data)  # type: ignore[attr-defined]
-        self.result_entries: list[ArrayAttr] = list(attrs["fuse.results"].data)  # type: ignore[attr-defined]
-        self.errors = [(e.data[0].data, e.data[1].data) for e in attrs["fuse.errors"].data]  # type: ignore[attr-defined]
-        self.host_calls: list[DictionaryAttr] = list(attrs["fuse.host_calls"].data)  # type: ignore[attr-defined]
+        self.abi = LoopAbi.read(module)
+        self.errors = [(e.message, e.loc) for e in self.abi.errors]
+        self.host_calls = self.abi.host_calls
         self.arg_types: dict[int, MemRefType] = {}
         for op in self.main.walk():
             if isinstance(op, loop.ArgOp):
@@ -331,7 +327,7 @@ class LoopInterpreter:
     def run(self, args: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """Run with the argument buffers by slot; returns the result buffers by slot."""
         self.args = args
-        self.results = [None] * len(self.result_entries)
+        self.results = [None] * len(self.abi.results or ())
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
             self.block(self.main.body.block, {})
@@ -474,11 +470,11 @@ def gemm(
 
 
 def run_host_call(
-    entry: DictionaryAttr, ins: Sequence[np.ndarray], output_types: Sequence[Attribute]
+    entry: HostCallEntry, ins: Sequence[np.ndarray], output_types: Sequence[Attribute]
 ) -> list[np.ndarray]:
     """Run one entry of a module's ``fuse.host_calls`` table on NumPy: the builtins the loop level cannot express."""
-    fn = entry.data["fn"].data  # type: ignore[attr-defined]
-    params = te.params_of(entry.data.get("params"))  # type: ignore[arg-type]
+    fn = entry.fn
+    params = entry.param_values()
     if fn == "topk":
         outs: Sequence[np.ndarray] = nb.topk(ins[0], int(params["k"]), axis=int(params.get("axis", -1)))  # type: ignore[arg-type]
     elif fn == "tucker_dense":
@@ -508,24 +504,16 @@ _LOOP_OPS: dict[type, Callable[[LoopInterpreter, Any, Env], Any]] = {
 _MULTI_RESULT = (loop.ForOp, loop.WhileOp, loop.HostCallOp)
 
 
-def _str(a: Attribute) -> str:
-    assert isinstance(a, StringAttr)
-    return a.data
-
-
 def slot_arguments(
     module: ModuleOp, arg_types: dict[int, MemRefType], inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]
 ) -> list[np.ndarray]:
     """The argument buffers by slot: inputs and sources converted to each slot's dtype and made contiguous."""
-    from fuse_mlir.passes.lower_ew_to_loop import constant_value
-
     args = []
-    for slot, entry in enumerate(module.attributes["fuse.args"].data):  # type: ignore[attr-defined]
-        name, kind = _str(entry.data[0]), _str(entry.data[1])
-        if kind == "constant":
-            args.append(np.asarray(constant_value(entry), order="C"))
+    for slot, entry in enumerate(LoopAbi.read(module).args or ()):
+        if entry.kind == "constant":
+            args.append(np.asarray(entry.value(), order="C"))
             continue
-        arr = (inputs if kind == "input" else sources)[name]
+        arr = (inputs if entry.kind == "input" else sources)[entry.name]
         args.append(np.asarray(arr, dtype=buffer_dtype(arg_types[slot]), order="C"))
     return args
 
@@ -534,15 +522,12 @@ def slot_results(module: ModuleOp, results: Sequence[np.ndarray | None]) -> RunR
     """Exports and sink writes by name from the result buffers by slot (a sink's several values form a dict)."""
     out = RunResult({})
     groups: dict[int, tuple[str, str, list[tuple[str, np.ndarray]]]] = {}
-    for entry, value in zip(module.attributes["fuse.results"].data, results):  # type: ignore[attr-defined]
+    for entry, value in zip(LoopAbi.read(module).results or (), results):
         assert value is not None, "a result slot was never written"
-        parts = entry.data
-        if _str(parts[1]) == "export":
-            out.exports[_str(parts[0])] = np.array(value)
+        if entry.kind == "export":
+            out.exports[entry.name] = np.array(value)
         else:
-            key = parts[4].value.data if len(parts) > 4 else len(groups)  # type: ignore[attr-defined]
-            loc = _str(parts[3]) if len(parts) > 3 else ""
-            groups.setdefault(key, (_str(parts[0]), loc, []))[2].append((_str(parts[2]), np.array(value)))
+            groups.setdefault(entry.sink, (entry.name, entry.loc, []))[2].append((entry.value_name, np.array(value)))
     for path, loc, values in groups.values():
         sink_value: Any = values[0][1] if len(values) == 1 else dict(values)
         out.sinks.append((path, sink_value, Loc.decode(loc) if loc else None))

@@ -5,19 +5,17 @@ queries, and the run trace that ``runner.explain()`` shows. ``Program.compile`` 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fuse_mlir.diagnostics import FuseError
-
-if TYPE_CHECKING:
-    from fuse_mlir.program import Program, Runner
+from fuse_mlir.modes.runner import ResolvedProgram, Runner
 
 MODES = ("single", "fixpoint", "streaming")
 PROJECTIONS = ("exact", "monte_carlo")
 
 
 def configure_runner(
-    program: Program,
+    program: ResolvedProgram,
     backend: str,
     out_root: Path,
     executor: Any,
@@ -29,8 +27,6 @@ def configure_runner(
     profile: bool,
 ) -> Runner:
     """The runner for ``mode`` with the projection strategy and profiling the caller asked for."""
-    from fuse_mlir.program import Runner
-
     if mode not in MODES:
         raise FuseError(f"unknown mode '{mode}' (available: {', '.join(MODES)})")
     if projection not in PROJECTIONS:

@@ -31,111 +31,19 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
-from xdsl.ir import Operation, SSAValue
 
-from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.frontend.lower import InputSpec, Lowered
 from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
-
-SAMPLED = ("sum", "mean", "max")
-SAMPLES_ATTR = "monte_carlo"
-_NOWHERE = Loc("<monte-carlo>", 1, 1)
-
-
-def candidates(module: ModuleOp) -> list[Operation]:
-    """The ops Monte Carlo projection may sample, in module order (their position is their op number k)."""
-    out: list[Operation] = []
-    for op in module.body.block.ops:
-        if isinstance(op, te.ContractOp | te.ReduceOp) and kind_of(op) in SAMPLED:
-            if te.dtype_of(op.results[0]).kind == "f" and projected(op):
-                out.append(op)
-    return out
-
-
-def projected(op: Operation) -> list[str]:
-    """The indices an op projects (operand indices absent from its result), in first-use order."""
-    out = set(te.names_of(op.attributes["indices"]))  # type: ignore[arg-type]
-    names = [n for ns in te.names_of_each(op.attributes["operand_indices"]) for n in ns]  # type: ignore[arg-type]
-    return [n for n in dict.fromkeys(names) if n not in out]
-
-
-def kind_of(op: Operation) -> str:
-    """The projection of a candidate op (a contraction's projection or a reduction's kind)."""
-    return op.projection.data if isinstance(op, te.ContractOp) else op.kind.data  # type: ignore[attr-defined]
-
-
-def table_name(k: int, index: str) -> str:
-    return f"mc{k}:{index}"
-
-
-def count_name(k: int) -> str:
-    return f"mc{k}:count"
+from fuse_mlir.lowered import Lowered
+from fuse_mlir.passes.monte_carlo import candidates, count_name, kind_of, projected, sample_ops, table_name
 
 
 def sample_module(lowered: Lowered, sampled: list[int], samples: int) -> Lowered:
     """A copy of ``lowered`` whose candidate ops numbered in ``sampled`` project ``samples`` samples instead."""
     module = lowered.module.clone()
-    block = module.body.block
-    ops = candidates(module)
-    first = block.first_op
-    specs = list(lowered.inputs)
-    for k in sampled:
-        op = ops[k]
-        proj = projected(op)
-        s = f"mc{k}"
-        tables: dict[str, SSAValue] = {}
-        for p in proj:
-            inp = te.InputOp(table_name(k, p), [s], te.tensor_type(np.int64, [te.DYNAMIC]))
-            block.insert_op_before(inp, first)
-            tables[p] = inp.result
-            specs.append(InputSpec(table_name(k, p), 1, np.dtype(np.int64), _NOWHERE))
-        operands = []
-        each = []
-        for v, ns in zip(op.operands, te.names_of_each(op.attributes["operand_indices"])):  # type: ignore[arg-type]
-            hit = [n for n in ns if n in tables]
-            if not hit:
-                operands.append(v)
-                each.append(list(ns))
-                continue
-            axes = [f"${hit.index(n)}" if n in tables else n for n in ns]
-            out = [n for n in ns if n not in tables] + [s]
-            acc = te.AccessOp(
-                v,
-                axes,
-                out,
-                te.tensor_type(te.dtype_of(v), [te.DYNAMIC] * len(out)),
-                gathers=[tables[n] for n in hit],
-                gather_indices=[[s]] * len(hit),
-            )
-            block.insert_op_before(acc, op)
-            operands.append(acc.result)
-            each.append(out)
-        result = op.results[0]
-        indices = list(te.names_of(op.attributes["indices"]))  # type: ignore[arg-type]
-        kind = kind_of(op)
-        new: Operation
-        if isinstance(op, te.ContractOp):
-            new = te.ContractOp(operands, each, indices, "max" if kind == "max" else "mean", result.type)
-        else:
-            new = te.ReduceOp("max" if kind == "max" else "mean", operands[0], each[0], indices, result.type)
-        new.attributes[SAMPLES_ATTR] = IntegerAttr(samples, i64)  # the run trace shows it per group
-        block.insert_op_before(new, op)
-        value = new.results[0]
-        if kind == "sum":
-            dtype = te.dtype_of(result)
-            count = te.InputOp(count_name(k), [], te.tensor_type(dtype, []))
-            block.insert_op_before(count, first)
-            specs.append(InputSpec(count_name(k), 0, dtype, _NOWHERE))
-            scaled = te.MapOp("mul", [value, count.result], [indices, []], indices, result.type)
-            block.insert_op_before(scaled, op)
-            value = scaled.result
-        result.replace_all_uses_with(value)
-        op.detach()
-        op.erase()
-    module.verify()
-    return Lowered(module, specs, lowered.exports, lowered.group_order, lowered.sources)
+    specs = sample_ops(module, sampled, samples)
+    return Lowered(module, [*lowered.inputs, *specs], lowered.exports, lowered.group_order, lowered.sources)
 
 
 @dataclass

@@ -23,7 +23,6 @@ is missing. A call returns the exports of this step.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections import deque
 from collections.abc import Mapping
@@ -39,7 +38,7 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.lower import tensor_refs
 from fuse_mlir.frontend.resolve import Resolved
-from fuse_mlir.program import Program, Runner
+from fuse_mlir.modes.runner import ProgramLowering, ResolvedProgram, Runner
 
 
 def state_name(name: str, lag: int) -> str:
@@ -190,7 +189,7 @@ def _rewrite(x: Any, lags: Mapping[int, int]) -> Any:
     return x
 
 
-def _state_shape(step: Program, arrays: Mapping[str, np.ndarray], name: str) -> tuple[int, ...] | None:
+def _state_shape(step: ProgramLowering, arrays: Mapping[str, np.ndarray], name: str) -> tuple[int, ...] | None:
     """The per-step shape of state input ``name`` implied by the extent checks against the given inputs."""
     lowered = step.lower({k: v.dtype for k, v in arrays.items()})
     env: dict[Any, Any] = {}
@@ -231,12 +230,10 @@ class StreamingRunner(Runner):
 
     @classmethod
     def create(
-        cls, program: Program, backend: str, out_root: Path, executor: Any, *, rewrite: Any, profile: bool
+        cls, program: ResolvedProgram, backend: str, out_root: Path, executor: Any, *, rewrite: Any, profile: bool
     ) -> StreamingRunner:
         p = plan(program.resolved)
-        step = copy.copy(program)
-        step.resolved = p.resolved
-        step._lowered = {}
+        step = program.with_resolved(p.resolved)
         inner = Runner(step, backend, out_root, executor, mode="streaming", profile=profile, rewrite=rewrite)
         runner = cls(program, backend, out_root, executor, mode="streaming", profile=profile, plan=p)
         runner.step_runner = inner

@@ -28,10 +28,11 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.dialects import loop
+from fuse_mlir.dialects.abi import ERRORS, ErrorEntry, LoopAbi
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass
 from fuse_mlir.passes.registry import register_pass
@@ -39,28 +40,15 @@ from fuse_mlir.passes.registry import register_pass
 INDEX = IndexType()
 
 
-def _strs(attr: Attribute | None) -> list[list[str]]:
-    if not isinstance(attr, ArrayAttr):
-        return []
-    out = []
-    for entry in attr.data:
-        parts = entry.data if isinstance(entry, ArrayAttr) else ()
-        out.append([p.data if isinstance(p, StringAttr) else "" for p in parts])
-    return out
-
-
 class _Checker:
     """Inserts the checks into one loop module and appends their messages to ``fuse.errors``."""
 
     def __init__(self, module: ModuleOp):
         self.module = module
-        attr = module.attributes.get("fuse.errors")
-        self.errors: list[Attribute] = list(attr.data) if isinstance(attr, ArrayAttr) else []
-        self.arg_names = {
-            k: (e[0] if e else f"#{k}", e[1] if len(e) > 1 else "input")
-            for k, e in enumerate(_strs(module.attributes.get("fuse.args")))
-        }
-        self.result_names = {k: e[0] for k, e in enumerate(_strs(module.attributes.get("fuse.results"))) if e}
+        self.abi = LoopAbi.read(module)
+        self.errors = self.abi.errors
+        self.arg_names = {k: (e.name, e.kind) for k, e in enumerate(self.abi.args or ())}
+        self.result_names = {k: e.name for k, e in enumerate(self.abi.results or ())}
         self.names: dict[SSAValue, str] = {}
         self.codes: dict[tuple[str, int, str], int] = {}
         self.count = 0
@@ -85,7 +73,7 @@ class _Checker:
         hit = self.codes.get(key)
         if hit is None:
             message = f"{op} out of bounds: position {{0}} on axis {axis} of {what}, whose extent is {{1}}"
-            self.errors.append(ArrayAttr([StringAttr(message), StringAttr("")]))
+            self.errors.append(ErrorEntry(message))
             hit = self.codes[key] = len(self.errors)
         return hit
 
@@ -97,7 +85,7 @@ class _Checker:
                 f"loop.gemm out of bounds: BLAS would access {{0}} elements of operand {operand} ({what}), "
                 f"which has {{1}}"
             )
-            self.errors.append(ArrayAttr([StringAttr(message), StringAttr("")]))
+            self.errors.append(ErrorEntry(message))
             hit = self.codes[key] = len(self.errors)
         return hit
 
@@ -172,8 +160,9 @@ class _Checker:
                 self.access(op)
             elif isinstance(op, loop.GemmOp):
                 self.gemm(op)
-        self.module.attributes["fuse.errors"] = ArrayAttr(self.errors)
-        self.module.attributes["fuse.checked"] = StringAttr("bounds")
+        self.abi.checked = True
+        self.abi.absent -= {ERRORS}  # a checked module always has its error table
+        self.abi.write(self.module)
         return self.count
 
 
@@ -186,7 +175,7 @@ def checked_build(value: bool | None = None) -> bool:
 
 def check_bounds(module: ModuleOp) -> int:
     """Insert the checks into a loop-level module (once: a checked module is left alone); returns how many."""
-    if "fuse.checked" in module.attributes:
+    if LoopAbi.read(module).checked:
         return 0
     return _Checker(module).run()
 

@@ -10,17 +10,227 @@ through maps, contractions over other indices, group sums and plain reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.diagnostics import FuseError
-from fuse_mlir.modes.demand import defining_value, own_names, query_module
+from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
+
+_EXTENT_OPS = (te.DimOp, te.SliceLenOp)
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_']*\Z")
+
+
+def defining_value(module: ModuleOp, name: str) -> SSAValue | None:
+    """The value tensor ``name`` has in the module: its (last) group, or the input or source of that name."""
+    found = None
+    for op in module.body.block.ops:
+        if isinstance(op, te.GroupOp | te.InputOp | te.SourceOp) and op.tensor_name.data == name:
+            found = op.results[0]
+    return found
+
+
+def _closure(roots: list[Operation]) -> set[Operation]:
+    seen: set[Operation] = set()
+    stack = list(roots)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        for v in op.operands:
+            if isinstance(v.owner, Operation):
+                stack.append(v.owner)
+    return seen
+
+
+def prune(module: ModuleOp, name: str) -> tuple[ModuleOp, SSAValue]:
+    """A new module with only what ``name`` depends on (and the extent checks among it); returns it and its value."""
+    root = defining_value(module, name)
+    if root is None:
+        raise KeyError(name)
+    assert isinstance(root.owner, Operation)
+    keep = _closure([root.owner])
+    tensors = {op for op in keep if not isinstance(op, _EXTENT_OPS) and op.results and _is_tensor(op.results[0])}
+    for op in module.body.block.ops:
+        if isinstance(op, te.CheckDimOp):
+            deps = _closure([op])
+            if all(d in tensors or not (d.results and _is_tensor(d.results[0])) for d in deps):
+                keep |= deps
+    mapper: dict[SSAValue, SSAValue] = {}
+    ops = [op.clone(value_mapper=mapper) for op in module.body.block.ops if op in keep]
+    return ModuleOp(ops), mapper[root]
+
+
+def _is_tensor(v: SSAValue) -> bool:
+    return isinstance(v.type, TensorType)
+
+
+def own_names(v: SSAValue) -> tuple[str, ...]:
+    """The index names a value's producer gives its axes."""
+    op = v.owner
+    assert isinstance(op, Operation)
+    return te.names_of(op.attributes["indices"])  # type: ignore[arg-type]
+
+
+@dataclass
+class _Selector:
+    """Pushes one axis selection from a value towards the inputs (see the module docstring)."""
+
+    block: Any
+    index: SSAValue  # 0-d (drop the axis) or 1-d (keep it, restricted) int64 positions
+    drop: bool
+    memo: dict[tuple[SSAValue, int], SSAValue] = field(default_factory=dict)
+
+    def select(self, v: SSAValue, pos: int) -> SSAValue:
+        key = (v, pos)
+        if key not in self.memo:
+            self.memo[key] = self._push(v, pos) or self._gather(v, pos)
+        return self.memo[key]
+
+    def _type(self, v: SSAValue, pos: int) -> TensorType:
+        shape = list(v.type.get_shape())  # type: ignore[attr-defined]
+        if self.drop:
+            del shape[pos]
+        else:
+            shape[pos] = te.DYNAMIC
+        return te.tensor_type(te.dtype_of(v), shape)
+
+    def _names(self, names: tuple[str, ...], a: str) -> list[str]:
+        return [n for n in names if n != a] if self.drop else list(names)
+
+    def _insert(self, new: Operation, old: Operation) -> SSAValue:
+        for k, val in old.attributes.items():
+            new.attributes.setdefault(k, val)
+        self.block.insert_op_after(new, old)
+        return new.results[0]
+
+    def _gather(self, v: SSAValue, pos: int) -> SSAValue:
+        # A value's own names may be place positions (#0) or slice texts, which te.access would read as
+        # positions, slices or offsets: then name the axes d0, d1, ... instead.
+        names = own_names(v)
+        if not all(_PLAIN.match(n) for n in names):
+            names = tuple(f"d{k}" for k in range(len(names)))
+        a = names[pos]
+        axes = [("$0" if k == pos else n) for k, n in enumerate(names)]
+        op = te.AccessOp(
+            v,
+            axes,
+            self._names(names, a),
+            self._type(v, pos),
+            gathers=[self.index],
+            gather_indices=[[] if self.drop else [a]],
+        )
+        owner = v.owner
+        assert isinstance(owner, Operation)
+        self.block.insert_op_after(op, owner)
+        return op.result
+
+    def _operands(self, op: Operation, each: tuple[tuple[str, ...], ...], a: str) -> list[SSAValue]:
+        return [self.select(v, ns.index(a)) if a in ns else v for v, ns in zip(op.operands, each)]
+
+    def _each(self, each: tuple[tuple[str, ...], ...], a: str) -> list[list[str]]:
+        return [self._names(ns, a) for ns in each]
+
+    def _push(self, v: SSAValue, pos: int) -> SSAValue | None:
+        op = v.owner
+        if not isinstance(op, Operation) or len(op.results) != 1:
+            return None
+        names = own_names(v)
+        a = names[pos]
+        out = self._names(names, a)
+        rt = self._type(v, pos)
+        new: Operation
+        match op:
+            case te.MapOp():
+                each = te.names_of_each(op.operand_indices)
+                new = te.MapOp(op.fn.data, self._operands(op, each, a), self._each(each, a), out, rt)
+            case te.ContractOp():
+                each = te.names_of_each(op.operand_indices)
+                new = te.ContractOp(self._operands(op, each, a), self._each(each, a), out, op.projection.data, rt)
+            case te.ReduceOp():
+                each = te.names_of_each(op.operand_indices)
+                new = te.ReduceOp(op.kind.data, self._operands(op, each, a)[0], self._each(each, a)[0], out, rt)
+            case te.AxisOp() if op.axis.data != a:
+                each = te.names_of_each(op.operand_indices)
+                new = te.AxisOp(op.fn.data, op.axis.data, self._operands(op, each, a), self._each(each, a), out, rt)
+            case te.BroadcastOp() if a in te.names_of_each(op.operand_indices)[0]:
+                each = te.names_of_each(op.operand_indices)
+                new = te.BroadcastOp(self._operands(op, each, a)[0], list(op.extents), self._each(each, a)[0], out, rt)
+            case te.GroupOp():
+                inputs = [self.select(x, pos) for x in op.inputs]
+                new = te.GroupOp(op.tensor_name.data, inputs, out, op.boolean.value.data, rt)
+            case te.CastOp():
+                new = te.CastOp(self.select(op.input, pos), out, rt)
+            case te.AccessOp():
+                axes = te.names_of(op.axes)
+                gathered = {n for ns in te.names_of_each(op.gather_indices) for n in ns}
+                plain = [k for k, x in enumerate(axes) if x == a]
+                shifted = any(x.startswith(a + "+") or x.startswith(a + "-") for x in axes)
+                if len(plain) != 1 or a in gathered or shifted:
+                    return None
+                src = self.select(op.source, plain[0])
+                new_axes = [x for k, x in enumerate(axes) if not (self.drop and k == plain[0])]
+                new = te.AccessOp(
+                    src,
+                    new_axes,
+                    out,
+                    rt,
+                    gathers=list(op.gathers),
+                    gather_indices=te.names_of_each(op.gather_indices),
+                    extents=list(op.extents),
+                )
+            case _:
+                return None
+        return self._insert(new, op)
+
+
+def select_axis(module: ModuleOp, root: SSAValue, pos: int, index: SSAValue, drop: bool) -> SSAValue:
+    """Restrict axis ``pos`` of ``root`` to the positions in ``index`` (0-d: drop the axis), pushed towards inputs."""
+    return _Selector(module.body.block, index, drop).select(root, pos)
+
+
+def remove_dead(module: ModuleOp) -> None:
+    """Erase pure ops whose results nobody uses (inputs and sources stay: they are the program's arguments)."""
+    for op in reversed(list(module.body.block.ops)):
+        if isinstance(op, te.InputOp | te.SourceOp | te.CheckDimOp | te.ExportOp | te.SinkOp):
+            continue
+        if op.results and all(not r.uses for r in op.results):
+            op.detach()
+            op.erase()
+
+
+def query_module(module: ModuleOp, name: str, axes: list[tuple[int, bool]]) -> tuple[ModuleOp, list[str]]:
+    """The query module for ``name`` with (axis position, is-int) selections, and its selection input names.
+
+    Selection k reads the run-time input ``select:k``: a 0-d int64 position
+    for an int (the axis goes), a 1-d int64 vector of positions for a slice.
+    """
+    pruned, root = prune(module, name)
+    block = pruned.body.block
+    first = block.first_op
+    names = []
+    current = list(range(len(own_names(root))))  # original axis positions still in the result, in order
+    for k, (pos, drop) in enumerate(axes):
+        iname = f"select:{k}"
+        inp = te.InputOp(iname, [] if drop else [f"select{k}"], te.tensor_type(np.int64, [] if drop else [te.DYNAMIC]))
+        block.insert_op_before(inp, first)
+        root = select_axis(pruned, root, current.index(pos), inp.result, drop)
+        if drop:
+            current.remove(pos)
+        names.append(iname)
+    block.add_op(te.ExportOp([root], [name]))
+    remove_dead(pruned)
+    pruned.verify()
+    return pruned, names
 
 
 @register_pass

@@ -28,9 +28,8 @@ def _cell(text: str) -> str:
 
 def example_after(info: PassInfo) -> str:
     """The pass's example after running it (its ``example_pipeline``, else the pass alone)."""
-    from fuse_mlir.ir import parse_mlir
+    from fuse_mlir.ir import parse_mlir, print_module
     from fuse_mlir.passes.pipeline import Pipeline
-    from fuse_mlir.program import print_module
 
     assert info.example is not None
     module = parse_mlir(info.example, f"<example of {info.name}>")

@@ -18,8 +18,7 @@ from typing import TextIO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from fuse_mlir.ir import verify_module
-from fuse_mlir.program import print_module
+from fuse_mlir.ir import print_module, verify_module
 
 
 class PrintIR:

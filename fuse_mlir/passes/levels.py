@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from fuse_mlir.diagnostics import FuseError
@@ -79,14 +78,6 @@ def lowering_spec(from_level: str, to_level: str) -> str:
     if end < start:
         raise FuseError(f"cannot raise a module from level {from_level} to {to_level}: lowering goes one way")
     return ",".join(lv.lowering for lv in all_levels()[start + 1 : end + 1] if lv.lowering.strip())
-
-
-def lower_to(module: ModuleOp, level: str, ctx: Context | None = None) -> ModuleOp:
-    """Lower ``module`` in place to ``level`` (from the level its ops show) and return it."""
-    from fuse_mlir.passes.pipeline import Pipeline
-
-    spec = lowering_spec(module_level(module), level)
-    return Pipeline.parse(spec, source=f"<lowering to {level}>").run(module, ctx) if spec else module
 
 
 register_level(

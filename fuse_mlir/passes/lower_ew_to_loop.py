@@ -32,13 +32,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
-    ArrayAttr,
-    DenseIntOrFPElementsAttr,
     DictionaryAttr,
     Float32Type,
     Float64Type,
@@ -59,6 +56,7 @@ from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.abi import ArgEntry, ErrorEntry, HostCallEntry, LoopAbi, ResultEntry
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
 from fuse_mlir.passes.registry import register_pass
 
@@ -85,31 +83,6 @@ def memref_of(t: Attribute) -> MemRefType:
     """The buffer type of a tensor type (same shape, static extents kept)."""
     assert isinstance(t, TensorType)
     return MemRefType(storage_type(t.element_type), [n if n >= 0 else DYNAMIC_INDEX for n in t.get_shape()])
-
-
-def constant_entry(name: str, value: DenseIntOrFPElementsAttr) -> ArrayAttr:
-    """The ``fuse.args`` entry of a constant: ``[name, "constant", dense]``.
-
-    xDSL prints non-finite floats of a dense attribute as hex integers that it
-    then reads back as (wrong) finite numbers, so a float constant holding
-    inf/NaN is stored bit for bit as a same-width integer dense attribute,
-    with its float type as a fourth element. Read entries with :func:`constant_value`.
-    """
-    arr = te.dense_value(value)
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        bits = arr.view(np.dtype(f"i{arr.dtype.itemsize}"))
-        return ArrayAttr([StringAttr(name), StringAttr("constant"), te.dense_attr(bits), value.type.get_element_type()])
-    return ArrayAttr([StringAttr(name), StringAttr("constant"), value])
-
-
-def constant_value(entry: ArrayAttr) -> np.ndarray:
-    """The array of a ``fuse.args`` constant entry written by :func:`constant_entry`."""
-    parts = entry.data
-    assert isinstance(parts[2], DenseIntOrFPElementsAttr)
-    arr = te.dense_value(parts[2])
-    if len(parts) > 3:
-        arr = arr.view(te.np_dtype(parts[3]))
-    return arr
 
 
 # --------------------------------------------------------------------------
@@ -212,11 +185,11 @@ class EwToLoop:
         self.consts: dict[tuple[Attribute, str], SSAValue] = {}
         self.dims: dict[tuple[SSAValue, int], SSAValue] = {}
         self.vmap: dict[SSAValue, SSAValue] = {}
-        self.args: list[Attribute] = []
-        self.exports: list[Attribute] = []
-        self.sinks: list[Attribute] = []
-        self.errors: list[Attribute] = []
-        self.host_calls: list[Attribute] = []
+        self.args: list[ArgEntry] = []
+        self.exports: list[ResultEntry] = []
+        self.sinks: list[ResultEntry] = []
+        self.errors: list[ErrorEntry] = []
+        self.host_calls: list[HostCallEntry] = []
         self.n_exports = sum(len(o.values) for o in module.body.block.ops if isinstance(o, te.ExportOp))
         self.n_sinks = 0
         self.n_consts = 0
@@ -270,7 +243,7 @@ class EwToLoop:
 
     def error(self, message: str, loc: str) -> int:
         """A new error code for ``fuse.errors``."""
-        self.errors.append(ArrayAttr([StringAttr(message), StringAttr(loc)]))
+        self.errors.append(ErrorEntry(message, loc))
         return len(self.errors)
 
     def mapped(self, v: SSAValue) -> SSAValue:
@@ -511,15 +484,15 @@ class EwToLoop:
 
     # -- op lowerings ----------------------------------------------------------------
 
-    def arg(self, op: Operation, name: str, kind: str, entry: ArrayAttr | None = None) -> None:
+    def arg(self, op: Operation, name: str, kind: str, entry: ArgEntry | None = None) -> None:
         slot = len(self.args)
-        self.args.append(entry if entry is not None else ArrayAttr([StringAttr(name), StringAttr(kind)]))
+        self.args.append(entry if entry is not None else ArgEntry(name, kind))
         self.vmap[op.results[0]] = self.emit_hoisted(loop.ArgOp(slot, name, memref_of(op.results[0].type))).results[0]
 
     def lower_constant(self, op: te.ConstantOp) -> None:
         name = f"const{self.n_consts}"
         self.n_consts += 1
-        self.arg(op, name, "constant", constant_entry(name, op.value))
+        self.arg(op, name, "constant", ArgEntry.constant(name, op.value))
 
     def lower_slice_len(self, op: te.SliceLenOp) -> SSAValue:
         """``len(range(n)[start:stop:step])`` with the static start/stop/step of the op."""
@@ -738,7 +711,7 @@ class EwToLoop:
     def lower_host_call(self, op: ew.HostCallOp) -> None:
         cid = len(self.host_calls)
         params = op.params if op.params is not None else DictionaryAttr({})
-        self.host_calls.append(DictionaryAttr({"fn": op.fn, "params": params}))
+        self.host_calls.append(HostCallEntry(op.fn.data, params))
         attrs: dict[str, Attribute] = {"fn": op.fn, "id": IntegerAttr(cid, i64)}
         if op.params is not None:
             attrs["params"] = op.params
@@ -754,16 +727,14 @@ class EwToLoop:
     def lower_export(self, op: te.ExportOp) -> None:
         for name, v in zip(te.names_of(op.names), op.values):
             slot = len(self.exports)
-            self.exports.append(ArrayAttr([StringAttr(name), StringAttr("export")]))
+            self.exports.append(ResultEntry(name))
             self.emit(loop.ResultOp(self.mapped(v), slot, name))
 
     def lower_sink(self, op: te.SinkOp) -> None:
         loc = StringAttr(op.loc.data if op.loc else "")
         for name, v in zip(te.names_of(op.names), op.values):
             slot = self.n_exports + len(self.sinks)
-            self.sinks.append(
-                ArrayAttr([op.path, StringAttr("sink"), StringAttr(name), loc, IntegerAttr(self.n_sinks, i64)])
-            )
+            self.sinks.append(ResultEntry(op.path.data, "sink", name, loc.data, self.n_sinks))
             self.emit(loop.ResultOp(self.mapped(v), slot, op.path.data))
         self.n_sinks += 1
 
@@ -933,12 +904,7 @@ class EwToLoop:
         return func.FuncOp("fuse_main", ([], []), Region(self.top))
 
     def attributes(self) -> dict[str, Attribute]:
-        return {
-            "fuse.args": ArrayAttr(self.args),
-            "fuse.results": ArrayAttr(self.exports + self.sinks),
-            "fuse.errors": ArrayAttr(self.errors),
-            "fuse.host_calls": ArrayAttr(self.host_calls),
-        }
+        return LoopAbi(self.args, self.exports + self.sinks, self.errors, self.host_calls).attributes()
 
 
 def zero_skip_operand(op: ew.GenericOp) -> int | None:

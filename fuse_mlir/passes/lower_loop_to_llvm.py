@@ -59,7 +59,6 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
-    StringAttr,
     UnitAttr,
 )
 from xdsl.dialects.func import FuncOp as FuncFuncOp
@@ -67,98 +66,30 @@ from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from fuse_mlir.dialects import loop
+from fuse_mlir.dialects.abi import (
+    ENTRY,
+    ERR_ALLOC,
+    ERR_HOST_CALL,
+    ERR_SIZE,
+    AbiLayout,
+    abi_layout,
+    alloc_id,
+    host_call_id,
+    reuse_table,
+)
 from fuse_mlir.dialects.llvmx import FPToSIOp, FPToUIOp, UIToFPOp, mangle
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.targets import PARALLEL_MIN
 
 PTR = llvm.LLVMPointerType()
 I1 = IntegerType(1)
 I8 = IntegerType(8)
 I32 = IntegerType(32)
 I64 = IntegerType(64)
-ENTRY = "fuse_main"
-ERR_HOST_CALL = -1
-"""Return code of ``fuse_main`` when a host call reported failure."""
-ERR_ALLOC = -2
-"""Return code of ``fuse_main`` when ``fuse_alloc`` returned NULL (``err = [ERR_ALLOC, nbytes, alloc_id]``)."""
-ERR_SIZE = -4
-"""Return code of ``fuse_main`` when a buffer's byte size would pass 2^63 - 1 (``err = [ERR_SIZE, alloc_id, 0]``)."""
-PARALLEL_MIN = 1 << 16
-"""Default least work (iterations of the nest's loops) for which a parallel region is split across threads."""
 
 _NSW = IntegerAttr(llvm.OverflowAttr([llvm.OverflowFlag.NO_SIGNED_WRAP]).to_int(), 32)
-
-# --------------------------------------------------------------------------- ABI layout
-
-
-@dataclass(frozen=True)
-class AbiLayout:
-    """Where each slot's extents live in ``arg_shapes`` / ``result_shapes``."""
-
-    arg_types: tuple[MemRefType | None, ...]
-    arg_offsets: tuple[int, ...]
-    result_types: tuple[MemRefType | None, ...]
-    result_offsets: tuple[int, ...]
-
-    @property
-    def n_arg_extents(self) -> int:
-        return _total(self.arg_types)
-
-    @property
-    def n_result_extents(self) -> int:
-        return _total(self.result_types)
-
-
-def _total(types: Sequence[MemRefType | None]) -> int:
-    return sum(len(t.get_shape()) for t in types if t is not None)
-
-
-def _slot_types(ops: Sequence[loop.ArgOp | loop.ResultOp], count: int, what: str) -> list[MemRefType | None]:
-    types: list[MemRefType | None] = [None] * count
-    for op in ops:
-        slot = op.slot.value.data
-        t = op.result.type if isinstance(op, loop.ArgOp) else op.buffer.type
-        assert isinstance(t, MemRefType)
-        if slot < 0:
-            raise ValueError(f"{op.name}: negative slot {slot}")
-        if slot >= len(types):
-            types.extend([None] * (slot + 1 - len(types)))
-        old = types[slot]
-        if old is not None and old != t:
-            raise ValueError(f"{what} slot {slot} used with two types: {old} and {t}")
-        types[slot] = t
-    return types
-
-
-def _offsets(types: Sequence[MemRefType | None]) -> tuple[int, ...]:
-    out, at = [], 0
-    for t in types:
-        out.append(at)
-        at += 0 if t is None else len(t.get_shape())
-    return tuple(out)
-
-
-def abi_layout(module: ModuleOp) -> AbiLayout:
-    """The slots of a loop-level module: their memref types (from ``loop.arg``/``loop.result``) and extent offsets.
-
-    The slot counts come from ``fuse.args``/``fuse.results`` when present
-    (otherwise the highest slot used + 1); a slot no op touches has type None
-    and contributes no extents.
-    """
-    args = [op for op in module.walk() if isinstance(op, loop.ArgOp)]
-    results = [op for op in module.walk() if isinstance(op, loop.ResultOp)]
-    n_args = _attr_len(module, "fuse.args")
-    n_results = _attr_len(module, "fuse.results")
-    at = _slot_types(args, n_args, "argument")
-    rt = _slot_types(results, n_results, "result")
-    return AbiLayout(tuple(at), _offsets(at), tuple(rt), _offsets(rt))
-
-
-def _attr_len(module: ModuleOp, name: str) -> int:
-    a = module.attributes.get(name)
-    return len(a.data) if isinstance(a, ArrayAttr) else 0
-
 
 # --------------------------------------------------------------------------- types and intrinsics
 
@@ -1243,31 +1174,6 @@ def _fold(p: _Lowering, kind: str, a: SSAValue, b: SSAValue) -> SSAValue:
     if kind in _INT_MINMAX:
         return p.intrinsic(f"{_INT_MINMAX[kind]}.{mangle(a.type)}", [a, b], a.type, frozenset())
     return p.val(_INT_BINOPS[kind](a, b))  # type: ignore[call-arg]
-
-
-def host_call_id(op: loop.HostCallOp, position: int) -> int:
-    """The index of a host call into ``fuse.host_calls``: its ``id`` attribute, else its position in walk order."""
-    a = op.attributes.get("id")
-    return a.value.data if isinstance(a, IntegerAttr) else position
-
-
-def alloc_id(op: loop.AllocOp, position: int) -> int:
-    """The arena slot of a ``loop.alloc`` (passed to ``fuse_alloc``): its ``id`` attribute, else its walk position."""
-    a = op.attributes.get("id")
-    return a.value.data if isinstance(a, IntegerAttr) else position
-
-
-def reuse_table(module: ModuleOp) -> list[tuple[int, str]]:
-    """The ``fuse.reuse`` entries of a loop-level module: (alloc id, input name) pairs a donated input may back."""
-    attr = module.attributes.get("fuse.reuse")
-    out: list[tuple[int, str]] = []
-    if isinstance(attr, ArrayAttr):
-        for entry in attr.data:
-            parts = entry.data if isinstance(entry, ArrayAttr) else ()
-            if len(parts) != 2 or not isinstance(parts[0], IntegerAttr) or not isinstance(parts[1], StringAttr):
-                raise ValueError(f"fuse.reuse: expected [alloc_id, input_name] entries, got {entry}")
-            out.append((parts[0].value.data, parts[1].data))
-    return out
 
 
 def _entry_func(module: ModuleOp) -> FuncFuncOp:

@@ -27,8 +27,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from fuse_mlir.backends.array_walk import ArrayExecutor, ArrayOps, TeWalker, WalkOutput, check_return_type
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.frontend.lower import Lowered
-from fuse_mlir.interp.reference import RunResult
+from fuse_mlir.lowered import Lowered, RunResult
 
 _UNARY: dict[str, Callable[[jax.Array], jax.Array]] = {
     "exp": jnp.exp,

@@ -319,10 +319,8 @@ _SLOW_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, 
 ENTER_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 """``fuse_enter(block)``, block = [fuse_main, args, arg_shapes, results, result_shapes, err, rt, data_offset, n,
 flags_offset, slot_0 .. slot_n-1]: the first n ``args`` entries named by the slots hold ndarray objects (``id``);
-it returns :data:`ERR_LAYOUT` if one is not C-contiguous and aligned, else swaps each for its data pointer and
+it returns :data:`fuse_mlir.dialects.abi.ERR_LAYOUT` if one is not C-contiguous and aligned, else swaps each for its data pointer and
 calls ``fuse_main``."""
-ERR_LAYOUT = -3
-"""``fuse_enter``'s code for an input that must be copied first (not C-contiguous or not aligned)."""
 
 
 def _fuse_alloc_slow(rt: int | None, nbytes: int, k: int) -> int | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 
 from fuse_mlir.backends.llvm.arena import StatePool, install_allocator
 from fuse_mlir.backends.llvm.parallel import resolve as resolve_threads
@@ -29,13 +28,12 @@ from fuse_mlir.backends.llvm.runtime import KernelSpec, NativeKernel
 from fuse_mlir.backends.memcache import BoundedCache
 from fuse_mlir.backends.outputs import check_out
 from fuse_mlir.diagnostics import FuseError, Loc
-from fuse_mlir.frontend.lower import Lowered
-from fuse_mlir.interp.reference import RunResult
-from fuse_mlir.ir import make_context
+from fuse_mlir.dialects.abi import LoopAbi
+from fuse_mlir.ir import print_module
+from fuse_mlir.lowered import Lowered, RunResult
 from fuse_mlir.passes.check_bounds import checked_build
-from fuse_mlir.passes.lower_loop_to_llvm import PARALLEL_MIN
-from fuse_mlir.program import print_module
-from fuse_mlir.targets import get_target, normalise_opt_level
+from fuse_mlir.passes.lowering import lower_to_loop
+from fuse_mlir.targets import PARALLEL_MIN, normalise_opt_level
 
 
 @dataclass
@@ -52,45 +50,6 @@ class CompiledProgram:
 
 _CACHE: BoundedCache[CompiledProgram] = BoundedCache()  # LRU, at most $FUSE_CACHE_MAX entries
 _LOCK = threading.Lock()
-
-
-def lower_to_loop(
-    te_module: ModuleOp,
-    *,
-    target: str = "llvm",
-    opt_level: str | int = "O2",
-    strict: bool = False,
-    donate: Sequence[str] = (),
-    pipeline: str | None = None,
-    verify: bool | None = None,
-    check_bounds: bool = False,
-) -> ModuleOp:
-    """A copy of a tensor_eq module lowered to the loop level by ``target``'s pipeline (:meth:`Target.pipeline`).
-
-    A user ``pipeline`` (pass pipeline text, e.g. ``"dedup,fuse"``) replaces the
-    target's: each pass runs at its own level (the module is lowered to it
-    first) and whatever lowering remains to the loop level follows. The result
-    is verified when ``verify`` is true (default: when the ``FUSE_VERIFY``
-    environment variable is set and not ``0``): verification costs about a
-    third of the lowering time, and the passes build valid IR by construction
-    (the tests verify every pipeline's output). ``check_bounds`` builds
-    checked: every load and store tests its positions (``passes/check_bounds.py``).
-    """
-    from fuse_mlir.passes.levels import lower_to
-    from fuse_mlir.passes.pipeline import Pipeline
-
-    module = te_module.clone()
-    ctx = make_context()
-    spec = pipeline if pipeline is not None else get_target(target).pipeline(opt_level, strict=strict, donate=donate)
-    Pipeline.parse(spec, source=f"<{target} {opt_level}>" if pipeline is None else "<pipeline>").run(module, ctx)
-    lower_to(module, "loop", ctx)
-    if check_bounds:
-        from fuse_mlir.passes.check_bounds import check_bounds as insert_checks
-
-        insert_checks(module)
-    if verify if verify is not None else os.environ.get("FUSE_VERIFY", "0") not in ("", "0"):
-        module.verify()
-    return module
 
 
 @contextlib.contextmanager
@@ -110,29 +69,11 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _strings(attr: ArrayAttr) -> list:
-    out = []
-    for a in attr.data:
-        if isinstance(a, StringAttr):
-            out.append(a.data)
-        elif isinstance(a, IntegerAttr):
-            out.append(a.value.data)
-        else:
-            out.append(a)
-    return out
-
-
 def _tables(loop_module: ModuleOp) -> tuple[list[tuple[str, str]], list[list[Any]]]:
-    """The argument (name, kind) list and the raw result entries of a loop module, in slot order."""
-    args = [_strings(e) for e in loop_module.attributes["fuse.args"].data]  # type: ignore[union-attr]
-    results = []
-    for e in loop_module.attributes["fuse.results"].data:  # type: ignore[union-attr]
-        parts = _strings(e)
-        if parts[1] == "sink":
-            results.append([parts[0], "sink", parts[2], parts[3], int(parts[4])])
-        else:
-            results.append([parts[0], "export", parts[0], "", -1])
-    return [(a[0], a[1]) for a in args if a[1] != "constant"], results
+    """The non-constant argument (name, kind) list and the result entries (JSON-able lists) of a loop module."""
+    abi = LoopAbi.read(loop_module)
+    results = [[r.name, r.kind, r.tensor, r.loc, r.sink] for r in abi.results or ()]
+    return [(a.name, a.kind) for a in abi.args or () if a.kind != "constant"], results
 
 
 def _result_table(raw: list[list[Any]]) -> list[tuple[str, str, str, Loc | None, int]]:

@@ -28,6 +28,7 @@ import functools
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,7 @@ _lock = threading.RLock()
 _initialised = False
 _symbols: dict[str, int] = {}
 _keepalive: list[Any] = []
+_providers: dict[str, Callable[[], None]] = {}
 
 
 def _init() -> None:
@@ -74,6 +76,15 @@ def _init() -> None:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             _initialised = True
+
+
+def register_symbol_provider(name: str, provide: Callable[[], None]) -> None:
+    """Call ``provide`` (idempotent; it registers ``name``) before compiling or loading code that calls ``name``.
+
+    The thread pool (:mod:`.parallel`) registers ``fuse_parallel_for`` this way, so it is built on first use,
+    for disk-cached code too, without this module importing it.
+    """
+    _providers[name] = provide
 
 
 def register_symbol(name: str, address: int, keepalive: Any = None) -> None:
@@ -211,10 +222,9 @@ def _resolve(symbols: tuple[str, ...]) -> None:
     for name in symbols:
         if name in ("fuse_dgemm", "fuse_sgemm"):
             _ensure_blas()
-        if name == "fuse_parallel_for":  # the thread pool is compiled on first use (also for disk-cached code)
-            from .parallel import ensure_pool
-
-            ensure_pool()
+        provide = _providers.get(name)
+        if provide is not None:  # built on first use (the thread pool), also for disk-cached code
+            provide()
         if name in _symbols:
             continue
         if not hasattr(_process, name):

@@ -39,7 +39,9 @@ import os
 import threading
 
 from fuse_mlir.diagnostics import FuseError
-from fuse_mlir.passes.lower_loop_to_llvm import PARALLEL_MIN
+from fuse_mlir.targets import PARALLEL_MIN
+
+from .jit import JitError, jit_compile, register_symbol, register_symbol_provider
 
 __all__ = ["MAX_THREADS", "PARALLEL_MIN", "default_parallel_min", "default_threads", "ensure_pool", "resolve"]
 
@@ -310,8 +312,6 @@ def ensure_pool() -> None:
     with _lock:
         if _pool is not None:
             return
-        from .jit import JitError, jit_compile, register_symbol
-
         process = ctypes.CDLL(None)
         for name in _LIBC_SYMBOLS:
             try:
@@ -370,3 +370,6 @@ def resolve(threads: object, parallel_min: object) -> tuple[int, int]:
     if isinstance(m, bool) or not isinstance(m, int) or m < 0:
         raise FuseError(f"parallel_min must be a non-negative integer, got {m!r}")
     return t, m
+
+
+register_symbol_provider("fuse_parallel_for", ensure_pool)

@@ -40,28 +40,31 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import SSAValue
 
 from fuse_mlir.backends.outputs import fill_out
-from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc, format_details
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, format_details
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.interp import numpy_builtins as nb
-from fuse_mlir.passes.lower_loop_to_llvm import (
+from fuse_mlir.dialects.abi import (
     ERR_ALLOC,
     ERR_HOST_CALL,
+    ERR_LAYOUT,
     ERR_SIZE,
-    PARALLEL_MIN,
+    AbiError,
+    ErrorEntry,
+    LoopAbi,
     abi_layout,
     alloc_id,
     host_call_id,
-    lower_module,
-    reuse_table,
 )
+from fuse_mlir.interp import numpy_builtins as nb
+from fuse_mlir.passes.lowering import lower_to_llvm
+from fuse_mlir.targets import PARALLEL_MIN
 
-from . import arena
-from .arena import DATA_OFFSET, ERR_LAYOUT, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
+from . import arena  # parallel: registers the thread pool behind fuse_parallel_for (kernels with threads > 1)
+from .arena import DATA_OFFSET, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
 from .emit import emit_llvm_ir
 from .jit import JitFunction, emit_assembly, jit_compile, optimize_ir, register_symbol
 
@@ -179,41 +182,25 @@ def _dtype(t: MemRefType) -> np.dtype:
     return te.np_dtype(t.element_type)
 
 
-def _strs(a: Attribute) -> list[Attribute]:
-    assert isinstance(a, ArrayAttr)
-    return list(a.data)
-
-
-def _str(a: Attribute) -> str:
-    assert isinstance(a, StringAttr), a
-    return a.data
-
-
-def _arg_slots(module: ModuleOp, n_slots: int, constants: Mapping[str, np.ndarray]) -> list[ArgSlot]:
-    attr = module.attributes.get("fuse.args")
-    if attr is None:
+def _arg_slots(abi: LoopAbi, n_slots: int, constants: Mapping[str, np.ndarray]) -> list[ArgSlot]:
+    if abi.args is None:
         return [ArgSlot(f"arg{k}", "input") for k in range(n_slots)]
     slots = []
-    for entry in _strs(attr):
-        parts = _strs(entry)
-        name, kind = _str(parts[0]), _str(parts[1])
+    for entry in abi.args:
         value = None
-        if kind == "constant":
-            if name in constants:
-                value = np.asarray(constants[name])
-            elif len(parts) >= 3:
-                from fuse_mlir.passes.lower_ew_to_loop import constant_value
-
-                value = constant_value(entry)  # type: ignore[arg-type]
+        if entry.kind == "constant":
+            if entry.name in constants:
+                value = np.asarray(constants[entry.name])
             else:
-                raise FuseError(f"constant '{name}' has no value (pass it in `constants`)")
-        slots.append(ArgSlot(name, kind, value))
+                value = entry.value()
+                if value is None:
+                    raise FuseError(f"constant '{entry.name}' has no value (pass it in `constants`)")
+        slots.append(ArgSlot(entry.name, entry.kind, value))
     return slots
 
 
-def _host_calls(module: ModuleOp) -> dict[int, HostCallSpec]:
-    table = module.attributes.get("fuse.host_calls")
-    entries = _strs(table) if table is not None else []
+def _host_calls(module: ModuleOp, abi: LoopAbi) -> dict[int, HostCallSpec]:
+    entries = abi.host_calls
     specs: dict[int, HostCallSpec] = {}
     position = 0
     for op in module.walk():
@@ -224,12 +211,8 @@ def _host_calls(module: ModuleOp) -> dict[int, HostCallSpec]:
         params: dict[str, Any] = te.params_of(op.params)
         fn = op.fn.data
         if cid < len(entries):
-            e = entries[cid]
-            assert isinstance(e, DictionaryAttr)
-            if isinstance(p := e.data.get("params"), DictionaryAttr):
-                params = {**te.params_of(p), **params}
-            if isinstance(f := e.data.get("fn"), StringAttr):
-                fn = f.data
+            params = {**entries[cid].param_values(), **params}
+            fn = entries[cid].fn or fn
         ins = []
         for v in op.inputs:
             assert isinstance(v.type, MemRefType)
@@ -240,26 +223,6 @@ def _host_calls(module: ModuleOp) -> dict[int, HostCallSpec]:
             outs.append((_dtype(r.type), tuple(r.type.get_shape())))
         specs[cid] = HostCallSpec(fn, params, tuple(ins), tuple(outs))
     return specs
-
-
-def _errors(module: ModuleOp) -> list[tuple[str, str]]:
-    attr = module.attributes.get("fuse.errors")
-    if attr is None:
-        return []
-    out = []
-    for entry in _strs(attr):
-        parts = _strs(entry)
-        out.append((_str(parts[0]), _str(parts[1]) if len(parts) > 1 else ""))
-    return out
-
-
-def _decode_loc(text: str) -> Loc | None:
-    if not text:
-        return None
-    try:
-        return Loc.decode(text)
-    except ValueError:
-        return None
 
 
 # --------------------------------------------------------------------------- the kernel's tables
@@ -327,25 +290,22 @@ class KernelSpec:
     @classmethod
     def from_module(cls, module: ModuleOp, constants: Mapping[str, np.ndarray]) -> KernelSpec:
         layout = abi_layout(module)
-        slots = _arg_slots(module, len(layout.arg_types), constants)
+        try:
+            abi = LoopAbi.read(module)
+        except AbiError as err:
+            raise FuseError(str(err)) from None
+        slots = _arg_slots(abi, len(layout.arg_types), constants)
         if len(slots) < len(layout.arg_types):
             raise FuseError("loop.arg uses a slot beyond fuse.args")
         for t in layout.result_types:
             if t is None:
                 raise FuseError("a result slot is never written by loop.result")
-        attr = module.attributes.get("fuse.results")
-        if attr is None:
-            names = [f"result{k}" for k in range(len(layout.result_types))]
-        else:
-            names = [_str(_strs(e)[0]) for e in _strs(attr)]
+        names = abi.result_names(len(layout.result_types))
         types = [t for t in layout.result_types if t is not None]
         n_allocs, result_allocs = _alloc_table(module)
         result_allocs += [None] * (len(types) - len(result_allocs))
         arg_types = [layout.arg_types[k] if k < len(layout.arg_types) else None for k in range(len(slots))]
-        try:
-            reuse = reuse_table(module)
-        except ValueError as err:
-            raise FuseError(str(err)) from None
+        reuse = [(r.alloc, r.input) for r in abi.reuse]
         return cls(
             arg_names=[s.name for s in slots],
             arg_kinds=[s.kind for s in slots],
@@ -361,8 +321,8 @@ class KernelSpec:
             n_arg_extents=layout.n_arg_extents,
             n_result_extents=layout.n_result_extents,
             n_allocs=n_allocs,
-            errors=_errors(module),
-            host_calls=_host_calls(module),
+            errors=[(e.message, e.loc) for e in abi.errors],
+            host_calls=_host_calls(module, abi),
             reuse=reuse,
         )
 
@@ -474,8 +434,7 @@ class NativeKernel:
         self.threads = threads
         self.parallel_min = parallel_min
         spec = KernelSpec.from_module(module, constants or {})
-        lowered = module.clone()
-        lower_module(lowered, strict=strict, threads=threads, parallel_min=parallel_min)
+        lowered = lower_to_llvm(module, strict=strict, threads=threads, parallel_min=parallel_min)
         t1 = time.perf_counter()
         self.llvm_ir: str | None = emit_llvm_ir(lowered)
         t2 = time.perf_counter()
@@ -807,7 +766,7 @@ class NativeKernel:
             )
         if 1 <= code <= len(self.errors):
             message, loc = self.errors[code - 1]
-            raise FuseRuntimeError(format_details(message, a, b), _decode_loc(loc))
+            raise FuseRuntimeError(format_details(message, a, b), ErrorEntry(message, loc).location())
         raise FuseRuntimeError(f"native code failed with code {code} (details {a}, {b})")
 
 

@@ -26,17 +26,17 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 
 from fuse_mlir.backends.array_walk import check_return_type
-from fuse_mlir.backends.llvm.executor import lower_to_loop
 from fuse_mlir.backends.memcache import BoundedCache
 from fuse_mlir.backends.numba import kernels
 from fuse_mlir.backends.numba.render import render_module
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc, format_details
 from fuse_mlir.dialects import loop
-from fuse_mlir.frontend.lower import Lowered
+from fuse_mlir.dialects.abi import LoopAbi
 from fuse_mlir.interp.loop_interp import main_function, run_host_call, slot_arguments, slot_results
-from fuse_mlir.interp.reference import RunResult
+from fuse_mlir.ir import print_module
+from fuse_mlir.lowered import Lowered, RunResult
 from fuse_mlir.passes.check_bounds import checked_build
-from fuse_mlir.program import print_module
+from fuse_mlir.passes.lowering import lower_to_loop
 
 
 @dataclass
@@ -71,7 +71,7 @@ def compile_numba(
     if hit is not None:
         return hit
     source, constants = render_module(loop_module, parallel)
-    host_calls = list(loop_module.attributes["fuse.host_calls"].data)  # type: ignore[attr-defined]
+    abi = LoopAbi.read(loop_module)
     main = main_function(loop_module)
     host_types = {
         op.attributes["id"].value.data: [r.type for r in op.outputs]  # type: ignore[attr-defined]
@@ -80,7 +80,7 @@ def compile_numba(
     }
 
     def host(cid: int, ins: tuple[np.ndarray, ...]) -> Any:
-        return tuple(run_host_call(host_calls[cid], list(ins), host_types[cid]))
+        return tuple(run_host_call(abi.host_calls[cid], list(ins), host_types[cid]))
 
     namespace: dict[str, Any] = {
         "np": np,
@@ -100,7 +100,7 @@ def compile_numba(
         for op in main.walk()
         if isinstance(op, loop.ArgOp)
     }
-    errors = [(e.data[0].data, e.data[1].data) for e in loop_module.attributes["fuse.errors"].data]  # type: ignore[attr-defined]
+    errors = [(e.message, e.loc) for e in abi.errors]
     scalar_results = {
         op.slot.value.data
         for op in main.walk()

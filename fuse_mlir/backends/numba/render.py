@@ -35,6 +35,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.abi import LoopAbi
 from fuse_mlir.interp.loop_interp import buffer_dtype, main_function
 
 _CMPI = arith.CMPI_COMPARISON_OPERATIONS
@@ -196,7 +197,7 @@ class Renderer:
         self.names: dict[SSAValue, str] = {}
         self.constants: dict[str, Any] = {}
         self.lines: list[str] = []
-        self.slots = len(module.attributes["fuse.args"].data)  # type: ignore[attr-defined]
+        self.slots = len(LoopAbi.read(module).args or ())
         self.result_slots: dict[int, MemRefType] = {}
         for op in self.main.walk():
             if isinstance(op, loop.ResultOp):

@@ -1,4 +1,5 @@
-"""Native kernels applying one ``math`` op elementwise, to measure the expansions (tests and benchmarks).
+"""Native kernels applying one ``math`` op elementwise, to measure the expansions (a harness for tests and benchmarks,
+kept out of the library).
 
 Some ops the expansions cover (``math.expm1``, ``math.log1p``) are not
 reachable from a ``.fuse`` program, so the kernel is built from the program
