@@ -169,8 +169,8 @@ class Program:
         overwrites; docs/runtime.md).
         """
         from fuse_mlir.backends import get_backend
-        from fuse_mlir.fixpoint import lower_options
         from fuse_mlir.modes import configure_runner
+        from fuse_mlir.modes.fixpoint import lower_options
 
         if mode in BACKEND_MODES:  # torch's execution mode (eager / torch.compile), not a run mode
             options["mode"], mode = mode, "single"

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fuse_mlir import FuseError, Program
-from fuse_mlir.fixpoint import schedule_table
 from fuse_mlir.interp.numpy_builtins import sig
+from fuse_mlir.modes.fixpoint import schedule_table
 
 BACKENDS = ["reference", "llvm"]
 

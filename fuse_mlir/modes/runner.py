@@ -10,16 +10,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from fuse_mlir.diagnostics import FuseRuntimeError
 from fuse_mlir.frontend.resolve import Resolved
 from fuse_mlir.lowered import Lowered, LowerOptions, ProgramLowering, coerce_input
-
-if TYPE_CHECKING:
-    from fuse_mlir.fixpoint import RunInfo
+from fuse_mlir.modes.fixpoint import RunInfo, collect_run
 
 
 class ResolvedProgram(ProgramLowering, Protocol):
@@ -125,7 +123,6 @@ class Runner:
 
         ``out`` maps export names to caller arrays that receive them (see the class docstring).
         """
-        from fuse_mlir.fixpoint import collect_run
         from fuse_mlir.io.sinks import write_sink
 
         given = dict(inputs or {})
