@@ -38,7 +38,7 @@ class LowerOptions:
     ``atol``/``rtol`` or ``max_iters`` runs). ``temperature`` holds, per
     tensor, the T of ``sig(x)`` calls without one at each iteration (see
     fuse_mlir/modes/fixpoint.py); single-pass groups use the first entry.
-    ``semi_naive`` lets :class:`~fuse_mlir.passes.semi_naive.SemiNaive`
+    ``semi_naive`` lets :class:`~fuse_mlir.passes.transforms.semi_naive.SemiNaive`
     rewrite boolean recursive groups into delta rules after lowering.
     """
 

@@ -109,7 +109,7 @@ class Program:
             with recursion_room():  # the lowering walks expressions recursively (see parser.MAX_OPERATORS)
                 hit = lower_program(self.resolved, dict(key), self.source_arrays(), options)
             if options is not None and options.mode == "fixpoint" and options.semi_naive:
-                from fuse_mlir.passes.semi_naive import semi_naive
+                from fuse_mlir.passes.transforms.semi_naive import semi_naive
 
                 semi_naive(hit.module)
             self._lowered[(key, options)] = hit

@@ -27,8 +27,8 @@ from fuse_mlir.dialects import loop
 from fuse_mlir.ir import parse_mlir
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass
-from fuse_mlir.passes.check_bounds import check_bounds, checked_build
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.passes.transforms.check_bounds import check_bounds, checked_build
 
 HEAD = 'builtin.module attributes {fuse.args = [["x", "input"]], fuse.results = [["y", "export"]], fuse.errors = []} {'
 

@@ -10,7 +10,7 @@ from fuse_mlir import Program
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.reference import run_module
 from fuse_mlir.ir import make_context
-from fuse_mlir.passes.contract_order import ContractOrder
+from fuse_mlir.passes.transforms.contract_order import ContractOrder
 from tests.strategies import GenProgram, programs
 
 

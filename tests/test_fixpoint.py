@@ -206,7 +206,7 @@ def test_every_level_interpreter_runs_fixpoints():
     for semi in (False, True):
         low = prog.lower({"Par": np.int8}, LowerOptions(mode="fixpoint", semi_naive=semi))
         if semi:
-            from fuse_mlir.passes.semi_naive import semi_naive
+            from fuse_mlir.passes.transforms.semi_naive import semi_naive
 
             semi_naive(low.module)
         ref = prog.compile("reference", mode="fixpoint", semi_naive=semi)(**inputs)

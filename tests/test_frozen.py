@@ -19,8 +19,8 @@ from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frozen import FrozenGraph, FrozenNode, freeze_block, module_key, thaw
 from fuse_mlir.ir import make_context
-from fuse_mlir.passes.freeze import Freeze
 from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
+from fuse_mlir.passes.transforms.freeze import Freeze
 
 F64 = Float64Type()
 
@@ -172,7 +172,7 @@ def test_order_of_independent_ops_does_not_change_the_key():
 
 def test_dedup_merges_kernels_that_differ_only_in_op_order():
     from fuse_mlir.ir import parse_mlir
-    from fuse_mlir.passes.dedup import Dedup
+    from fuse_mlir.passes.transforms.dedup import Dedup
 
     for second in (SIN_EXP + ADD_YIELD, EXP_SIN + ADD_YIELD):
         module = parse_mlir(_two_kernels(EXP_SIN + ADD_YIELD, second))

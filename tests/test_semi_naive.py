@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from fuse_mlir import Program
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.lowered import LowerOptions
-from fuse_mlir.passes.semi_naive import semi_naive
+from fuse_mlir.passes.transforms.semi_naive import semi_naive
 
 # Candidate terms of A's rule and of B's (mutually recursive) rule; E and F are boolean relations.
 A_TERMS = [

@@ -11,7 +11,7 @@ tanh and log have native float32 forms (:data:`NATIVE32`), twice the lanes per v
 One module per family: :mod:`.exp` (exp, expm1), :mod:`.log` (log, log1p),
 :mod:`.tanh`, :mod:`.trig` (sin, cos), :mod:`.pow`; :mod:`.emitter` holds the
 op builder. :data:`EXPANSIONS` maps a ``math`` op name to its builder; the
-``expand-math`` pass (:mod:`fuse_mlir.passes.expand_math`) does the rewrite.
+``expand-math`` pass (:mod:`fuse_mlir.passes.transforms.expand_math`) does the rewrite.
 """
 
 from __future__ import annotations

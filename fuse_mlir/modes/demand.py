@@ -51,7 +51,7 @@ from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.shapes import infer_shapes
 from fuse_mlir.lowered import InputSpec, Lowered, ProgramLowering, RunResult, coerce_input
-from fuse_mlir.passes.demand import defining_value, own_names, prune, query_module
+from fuse_mlir.passes.transforms.demand import defining_value, own_names, prune, query_module
 
 
 class QueryRunner(Protocol):

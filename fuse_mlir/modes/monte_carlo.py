@@ -36,7 +36,7 @@ from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
 from fuse_mlir.lowered import Lowered
-from fuse_mlir.passes.monte_carlo import candidates, count_name, kind_of, projected, sample_ops, table_name
+from fuse_mlir.passes.transforms.monte_carlo import candidates, count_name, kind_of, projected, sample_ops, table_name
 
 
 def sample_module(lowered: Lowered, sampled: list[int], samples: int) -> Lowered:

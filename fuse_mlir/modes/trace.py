@@ -35,7 +35,7 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.reference import Interpreter
 from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
 from fuse_mlir.lowered import RunResult
-from fuse_mlir.passes.monte_carlo import SAMPLES_ATTR
+from fuse_mlir.passes.transforms.monte_carlo import SAMPLES_ATTR
 
 _BOOKKEEPING = te.STRUCTURAL_OPS
 SINKS = "(sinks)"

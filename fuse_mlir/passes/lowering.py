@@ -48,7 +48,7 @@ def lower_to_loop(
     environment variable is set and not ``0``): verification costs about a
     third of the lowering time, and the passes build valid IR by construction
     (the tests verify every pipeline's output). ``check_bounds`` builds
-    checked: every load and store tests its positions (``passes/check_bounds.py``).
+    checked: every load and store tests its positions (``passes/transforms/check_bounds.py``).
     """
     module = te_module.clone()
     ctx = make_context()

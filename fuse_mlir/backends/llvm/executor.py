@@ -31,8 +31,8 @@ from fuse_mlir.diagnostics import FuseError, Loc
 from fuse_mlir.dialects.abi import LoopAbi
 from fuse_mlir.ir import print_module
 from fuse_mlir.lowered import Lowered, RunResult
-from fuse_mlir.passes.check_bounds import checked_build
 from fuse_mlir.passes.lowering import lower_to_loop
+from fuse_mlir.passes.transforms.check_bounds import checked_build
 from fuse_mlir.targets import PARALLEL_MIN, normalise_opt_level
 
 

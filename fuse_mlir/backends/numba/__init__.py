@@ -35,8 +35,8 @@ from fuse_mlir.dialects.abi import LoopAbi
 from fuse_mlir.interp.loop_interp import main_function, run_host_call, slot_arguments, slot_results
 from fuse_mlir.ir import print_module
 from fuse_mlir.lowered import Lowered, RunResult
-from fuse_mlir.passes.check_bounds import checked_build
 from fuse_mlir.passes.lowering import lower_to_loop
+from fuse_mlir.passes.transforms.check_bounds import checked_build
 
 
 @dataclass

@@ -36,8 +36,8 @@ from fuse_mlir.frozen import canonical_attr, freeze_block, keyed_on_position
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass
 from fuse_mlir.passes.registry import register_pass
-from fuse_mlir.passes.schedule import top_level
 from fuse_mlir.passes.statistics import count
+from fuse_mlir.passes.transforms.schedule import top_level
 
 IGNORED_ATTRS = frozenset({"loc", "body_key"})
 

@@ -39,8 +39,8 @@ from fuse_mlir.dialects.elemwise import INPLACE_ATTR
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
-from fuse_mlir.passes.schedule import Schedule, kernel_blocks, reads, top_level
 from fuse_mlir.passes.statistics import count
+from fuse_mlir.passes.transforms.schedule import Schedule, kernel_blocks, reads, top_level
 from fuse_mlir.targets import get_target
 
 OWNED_PRODUCERS = (ew.GenericOp, ew.ContractOp)
