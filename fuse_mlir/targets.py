@@ -39,6 +39,7 @@ class Target:
     inplace: bool = False  # a kernel may write its result into a dead input's buffer
     vector_math: bool = False  # transcendental functions expanded into vectorisable IR
     max_operands: int = 32  # inputs plus tables of one fused kernel
+    runs_pipeline: bool = True  # its backend runs the target's pipelines (registered as <name>-O0 / <name>-O2)
     description: str = ""
 
     def pipeline(self, opt_level: str | int = "O2", *, strict: bool = False, donate: Sequence[str] = ()) -> str:
@@ -102,7 +103,12 @@ TARGETS: dict[str, Target] = {
         ),
         Target("torch", "tensor_eq", description="torch operations (eager or torch.compile): no fusion, no inplace"),
         Target("jax", "tensor_eq", description="jax.numpy inside jax.jit: no fusion, no inplace (XLA fuses)"),
-        Target("reference", "tensor_eq", description="the NumPy reference interpreter: no fusion, no inplace"),
+        Target(
+            "reference",
+            "tensor_eq",
+            runs_pipeline=False,  # the oracle interprets the module exactly as lowered: no pass, no pipeline
+            description="the NumPy reference interpreter: no passes at all (it is the oracle)",
+        ),
     )
 }
 

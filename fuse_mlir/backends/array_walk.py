@@ -36,6 +36,8 @@ from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.reference import _loc, access_plan
 from fuse_mlir.lowered import Lowered, RunResult
+from fuse_mlir.passes.pipeline import Pipeline
+from fuse_mlir.targets import normalise_opt_level
 
 Array = Any
 
@@ -892,8 +894,19 @@ class ArrayExecutor:
     ops: ArrayOps
     return_type: str = "numpy"
 
-    def __init__(self) -> None:
+    def __init__(self, target: str | None = None, opt_level: str | int = "O2") -> None:
         self._programs: dict[int, tuple[TeWalker, Callable[..., WalkOutput]]] = {}
+        self.target = target
+        self.opt_level = normalise_opt_level(opt_level)
+
+    def pipeline_module(self, lowered: Lowered) -> ModuleOp:
+        """The module the walker runs: a copy of ``lowered``'s after the target's registered pipeline
+        (``<target>-O0`` / ``<target>-O2``, :mod:`fuse_mlir.passes.presets`); the module itself without a target."""
+        if self.target is None:
+            return lowered.module
+        module = lowered.module.clone()
+        Pipeline.named(f"{self.target}-{self.opt_level}").run(module)
+        return module
 
     def build(self, walker: TeWalker) -> Callable[..., WalkOutput]:
         """The callable that runs ``walker`` (jitted, compiled or as is)."""
@@ -907,7 +920,7 @@ class ArrayExecutor:
         key = id(lowered.module)
         hit = self._programs.get(key)
         if hit is None:
-            walker = TeWalker(lowered.module, self.ops)
+            walker = TeWalker(self.pipeline_module(lowered), self.ops)
             hit = self._programs[key] = (walker, self.build(walker))
         return hit
 

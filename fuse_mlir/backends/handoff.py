@@ -33,7 +33,8 @@ def _check_options(backend: str, options: dict[str, Any], allowed: tuple[str, ..
         )
 
 
-# Every backend also takes opt_level (checked; the array frameworks fuse on their own), donate (jax donates
+# Every backend also takes opt_level (torch and jax run their target's pipeline, torch-O2 / jax-O2 ..., on the
+# tensor_eq module before walking it; their frameworks fuse on their own), donate (jax donates
 # those inputs' device buffers; torch and numba work on copies of the inputs, so there is nothing to reuse) and
 # check_bounds (numba builds checked; torch and jax index through their own checked operations).
 COMMON_OPTIONS = ("opt_level", "donate", "check_bounds")
@@ -55,7 +56,7 @@ def torch_executor(**options: Any) -> Any:
     _require("torch")
     from fuse_mlir.backends.torch import TorchExecutor
 
-    return TorchExecutor(**_common(options))
+    return TorchExecutor(opt_level=options.get("opt_level", "O2"), **_common(options))
 
 
 def jax_executor(**options: Any) -> Any:
@@ -63,7 +64,7 @@ def jax_executor(**options: Any) -> Any:
     _require("jax")
     from fuse_mlir.backends.jax import JaxExecutor
 
-    return JaxExecutor(donate=options.get("donate", ()), **_common(options))
+    return JaxExecutor(donate=options.get("donate", ()), opt_level=options.get("opt_level", "O2"), **_common(options))
 
 
 def numba_executor(**options: Any) -> Any:

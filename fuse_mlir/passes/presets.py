@@ -5,8 +5,10 @@ pipeline at that level, the one ``fuse run -O2`` and ``compile(opt_level=2)``
 run, so ``fuse-opt prog.fuse -p O2`` shows the module the native code is made
 from (``O0``: no fusion, no inplace). ``te-O0`` and ``te-O2`` tidy a
 tensor_eq module in place without lowering it. Each target of
-:mod:`fuse_mlir.targets` also gets its own pipelines, which bring a tensor_eq
-module to the level its backend consumes (``llvm-O2`` is ``O2``).
+:mod:`fuse_mlir.targets` whose backend runs a pipeline also gets its own, which
+bring a tensor_eq module to the level its backend consumes (``llvm-O2`` is
+``O2``; ``torch-O2`` and ``jax-O2`` tidy the module their walker runs); the
+reference interpreter runs none (it is the oracle), so it has none.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ register_pipeline(
     "te-O2", "canonicalize,cse,dce,dedup", "clean up a tensor_eq module in place (no lowering)", level="tensor_eq"
 )
 
-for _target in TARGETS.values():
+for _target in (t for t in TARGETS.values() if t.runs_pipeline):  # the reference interpreter runs none
     for _opt in ("O0", "O2"):
         register_pipeline(
             f"{_target.name}-{_opt}",

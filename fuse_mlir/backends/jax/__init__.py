@@ -165,8 +165,9 @@ class JaxExecutor(ArrayExecutor):
         in_shardings: Mapping[str, Any] | None = None,
         shard: Mapping[str, str] | None = None,
         return_type: str = "numpy",
+        opt_level: str | int = "O2",
     ):
-        super().__init__()
+        super().__init__(target="jax", opt_level=opt_level)
         self.ops = JaxOps()
         self.return_type = check_return_type(return_type)
         self.device = _device(device)

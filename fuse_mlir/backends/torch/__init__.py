@@ -170,8 +170,10 @@ def default_device() -> str:
 class TorchExecutor(ArrayExecutor):
     """Runs lowered programs through torch: ``mode`` eager or compile, on ``device``."""
 
-    def __init__(self, mode: str = "eager", device: str | None = None, return_type: str = "numpy"):
-        super().__init__()
+    def __init__(
+        self, mode: str = "eager", device: str | None = None, return_type: str = "numpy", opt_level: str | int = "O2"
+    ):
+        super().__init__(target="torch", opt_level=opt_level)
         if mode not in MODES:
             raise FuseError(f"the torch backend's mode must be one of {', '.join(MODES)}, not {mode!r}")
         try:
