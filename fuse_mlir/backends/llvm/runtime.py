@@ -1,8 +1,10 @@
 """Run a loop-level module as native code: :class:`NativeKernel` (docs/native-abi.md is the contract).
 
-A kernel is built from a loop-level module: it reads the module attributes
-(``fuse.args``, ``fuse.results``, ``fuse.errors``, ``fuse.host_calls``), lowers a
-clone to the llvm dialect, emits LLVM IR and JIT-compiles it.
+A kernel is built from a loop-level module: it reads the module's ABI tables
+(``fuse.args``, ``fuse.results``, ``fuse.errors``, ``fuse.host_calls``) through
+:class:`fuse_mlir.dialects.abi.LoopAbi`, has the pass pipeline lower a clone to
+the llvm dialect (:func:`fuse_mlir.passes.lowering.lower_to_llvm`), emits LLVM
+IR and JIT-compiles it.
 
 Calling convention of :meth:`NativeKernel.__call__`: the caller passes one
 array per *non-constant* argument slot (kind ``input`` or ``source``), in slot
