@@ -18,7 +18,7 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.loop_interp import LoopInterpreter, run_loop_module
 from fuse_mlir.ir import make_context, parse_mlir
-from fuse_mlir.passes.lower_ew_to_loop import LowerEwToLoop, constant_value, gemm_plan
+from fuse_mlir.passes.conversions.lower_ew_to_loop import LowerEwToLoop, constant_value, gemm_plan
 from fuse_mlir.program import print_module
 
 D = te.DYNAMIC
@@ -781,7 +781,7 @@ def check_program(src: str, inputs: dict) -> None:
     from fuse_mlir import Program
     from fuse_mlir.interp.reference import run_module
     from fuse_mlir.passes.fuse import Fuse
-    from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
+    from fuse_mlir.passes.conversions.lower_te_to_ew import LowerTeToEw
 
     arrays = {k: np.asarray(v) for k, v in inputs.items()}
     arrays = {k: (v.astype(np.int8) if v.dtype == bool else v) for k, v in arrays.items()}

@@ -517,7 +517,7 @@ def slot_arguments(
     module: ModuleOp, arg_types: dict[int, MemRefType], inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]
 ) -> list[np.ndarray]:
     """The argument buffers by slot: inputs and sources converted to each slot's dtype and made contiguous."""
-    from fuse_mlir.passes.lower_ew_to_loop import constant_value
+    from fuse_mlir.passes.conversions.lower_ew_to_loop import constant_value
 
     args = []
     for slot, entry in enumerate(module.attributes["fuse.args"].data):  # type: ignore[attr-defined]

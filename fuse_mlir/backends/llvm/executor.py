@@ -33,7 +33,7 @@ from fuse_mlir.frontend.lower import Lowered
 from fuse_mlir.interp.reference import RunResult
 from fuse_mlir.ir import make_context
 from fuse_mlir.passes.check_bounds import checked_build
-from fuse_mlir.passes.lower_loop_to_llvm import PARALLEL_MIN
+from fuse_mlir.passes.conversions.lower_loop_to_llvm import PARALLEL_MIN
 from fuse_mlir.program import print_module
 from fuse_mlir.targets import get_target, normalise_opt_level
 

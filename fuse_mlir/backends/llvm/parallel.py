@@ -39,7 +39,7 @@ import os
 import threading
 
 from fuse_mlir.diagnostics import FuseError
-from fuse_mlir.passes.lower_loop_to_llvm import PARALLEL_MIN
+from fuse_mlir.passes.conversions.lower_loop_to_llvm import PARALLEL_MIN
 
 __all__ = ["MAX_THREADS", "PARALLEL_MIN", "default_parallel_min", "default_threads", "ensure_pool", "resolve"]
 

@@ -48,7 +48,7 @@ from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc, format_detai
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
-from fuse_mlir.passes.lower_loop_to_llvm import (
+from fuse_mlir.passes.conversions.lower_loop_to_llvm import (
     ERR_ALLOC,
     ERR_HOST_CALL,
     ERR_SIZE,
@@ -202,7 +202,7 @@ def _arg_slots(module: ModuleOp, n_slots: int, constants: Mapping[str, np.ndarra
             if name in constants:
                 value = np.asarray(constants[name])
             elif len(parts) >= 3:
-                from fuse_mlir.passes.lower_ew_to_loop import constant_value
+                from fuse_mlir.passes.conversions.lower_ew_to_loop import constant_value
 
                 value = constant_value(entry)  # type: ignore[arg-type]
             else:
