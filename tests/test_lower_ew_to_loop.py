@@ -780,8 +780,8 @@ SMALL = 2000  # elements per input: the loop interpreter runs every scalar op in
 def check_program(src: str, inputs: dict) -> None:
     from fuse_mlir import Program
     from fuse_mlir.interp.reference import run_module
-    from fuse_mlir.passes.fuse import Fuse
     from fuse_mlir.passes.conversions.lower_te_to_ew import LowerTeToEw
+    from fuse_mlir.passes.fuse import Fuse
 
     arrays = {k: np.asarray(v) for k, v in inputs.items()}
     arrays = {k: (v.astype(np.int8) if v.dtype == bool else v) for k, v in arrays.items()}

@@ -14,8 +14,8 @@ from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.interp.ew_interp import run_ew_module
 from fuse_mlir.interp.reference import run_module
 from fuse_mlir.ir import make_context, parse_mlir
-from fuse_mlir.passes.fuse import Fuse
 from fuse_mlir.passes.conversions.lower_te_to_ew import TeToEw
+from fuse_mlir.passes.fuse import Fuse
 from fuse_mlir.program import print_module
 from tests.strategies import GenProgram, programs
 from tests.test_builtins_lang import AXIS, ELEMENTWISE, M, P, X, softmax
