@@ -12,16 +12,19 @@ fills ``err`` and returns the code. ``loop.alloc`` calls ``fuse_alloc(rt, nbytes
 row-major ``C = A·B`` is ``Cᵀ = Bᵀ·Aᵀ``) once per batch entry, and
 ``loop.host_call`` calls ``fuse_host_call`` with pointer/extent arrays on the
 stack. ``arith``/``math`` become llvm arithmetic, casts and type-mangled
-intrinsic calls (``llvm.exp.f64``, ``llvm.maximum.f32``, ...).
+intrinsic calls (``llvm.exp.f64``, ``llvm.maximum.f32``, ...) through the op
+table of ``loop_to_llvm/scalar.py``; the block, loop and guard building is
+``loop_to_llvm/builder.py``.
 
 Each top-level ``loop.for`` becomes its own ``noinline internal`` function
-``@fuse_nestK`` (see :class:`_Nest`), so LLVM optimises nests one at a time
-and compile time grows linearly with the program. With ``threads`` > 1, a nest
-whose outer loop is ``parallel`` with no carried values, or that folds every
-carried value with one associative op (:func:`fold_kind`), also gets a chunk
-function, and ``fuse_main`` runs it through ``fuse_parallel_for`` in
-``min(threads, trip)`` static blocks when its work reaches ``parallel_min``
-(one block below that), folding the blocks' partial results in order.
+``@fuse_nestK`` (``loop_to_llvm/parallel.py``: :class:`Nest`), so LLVM
+optimises nests one at a time and compile time grows linearly with the
+program. With ``threads`` > 1, a nest whose outer loop is ``parallel`` with no
+carried values, or that folds every carried value with one associative op,
+also gets a chunk function, and ``fuse_main`` runs it through
+``fuse_parallel_for`` in ``min(threads, trip)`` static blocks when its work
+reaches ``parallel_min`` (one block below that), folding the blocks' partial
+results in order.
 
 Fast-math: float adds/subs/muls on the path from a loop-carried accumulator to
 its ``loop.yield`` get ``reassoc`` (what lets LLVM vectorise the reduction);
@@ -42,7 +45,7 @@ argument slot that no ``loop.arg`` reads contributes no extents to
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
@@ -50,33 +53,51 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
-    Float16Type,
     Float32Type,
     Float64Type,
-    FloatAttr,
-    IndexType,
     IntegerAttr,
-    IntegerType,
     MemRefType,
     ModuleOp,
     StringAttr,
     UnitAttr,
 )
 from xdsl.dialects.func import FuncOp as FuncFuncOp
-from xdsl.dialects.utils.fast_math import FastMathFlag
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from fuse_mlir.dialects import loop
-from fuse_mlir.dialects.llvmx import FPToSIOp, FPToUIOp, UIToFPOp, mangle
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
+from fuse_mlir.passes.conversions.loop_to_llvm.builder import (
+    I8,
+    I32,
+    I64,
+    PARALLEL_MIN,
+    PTR,
+    Buf,
+    FunctionBuilder,
+    Shared,
+    byte_size,
+    llvm_type,
+)
+from fuse_mlir.passes.conversions.loop_to_llvm.parallel import Nest
+from fuse_mlir.passes.conversions.loop_to_llvm.scalar import lower_scalar_op
 from fuse_mlir.passes.registry import register_pass
 
-PTR = llvm.LLVMPointerType()
-I1 = IntegerType(1)
-I8 = IntegerType(8)
-I32 = IntegerType(32)
-I64 = IntegerType(64)
+__all__ = [
+    "ENTRY",
+    "ERR_ALLOC",
+    "ERR_HOST_CALL",
+    "ERR_SIZE",
+    "PARALLEL_MIN",
+    "AbiLayout",
+    "LowerLoopToLLVM",
+    "abi_layout",
+    "alloc_id",
+    "host_call_id",
+    "lower_module",
+    "reuse_table",
+]
+
 ENTRY = "fuse_main"
 ERR_HOST_CALL = -1
 """Return code of ``fuse_main`` when a host call reported failure."""
@@ -84,10 +105,7 @@ ERR_ALLOC = -2
 """Return code of ``fuse_main`` when ``fuse_alloc`` returned NULL (``err = [ERR_ALLOC, nbytes, alloc_id]``)."""
 ERR_SIZE = -4
 """Return code of ``fuse_main`` when a buffer's byte size would pass 2^63 - 1 (``err = [ERR_SIZE, alloc_id, 0]``)."""
-PARALLEL_MIN = 1 << 16
-"""Default least work (iterations of the nest's loops) for which a parallel region is split across threads."""
 
-_NSW = IntegerAttr(llvm.OverflowAttr([llvm.OverflowFlag.NO_SIGNED_WRAP]).to_int(), 32)
 
 # --------------------------------------------------------------------------- ABI layout
 
@@ -160,115 +178,6 @@ def _attr_len(module: ModuleOp, name: str) -> int:
     return len(a.data) if isinstance(a, ArrayAttr) else 0
 
 
-# --------------------------------------------------------------------------- types and intrinsics
-
-
-def llvm_type(t: Attribute) -> Attribute:
-    """The llvm-dialect type of a scalar type: ``index`` is i64, integers lose their signedness."""
-    if isinstance(t, IndexType):
-        return I64
-    if isinstance(t, IntegerType):
-        return IntegerType(t.width.data)
-    if isinstance(t, Float64Type | Float32Type | Float16Type):
-        return t
-    raise ValueError(f"lower-loop-to-llvm: unsupported scalar type {t}")
-
-
-def byte_size(t: Attribute) -> int:
-    """Bytes per element of a buffer element type (i1 is stored as one byte)."""
-    if isinstance(t, IntegerType):
-        return max(1, t.width.data // 8)
-    if isinstance(t, Float64Type):
-        return 8
-    if isinstance(t, Float32Type):
-        return 4
-    if isinstance(t, Float16Type):
-        return 2
-    if isinstance(t, IndexType):
-        return 8
-    raise ValueError(f"lower-loop-to-llvm: unsupported element type {t}")
-
-
-# Float intrinsics overloaded on one type: name suffix is that type.
-_FLOAT_INTRINSICS: dict[str, str] = {
-    "math.exp": "llvm.exp",
-    "math.exp2": "llvm.exp2",
-    "math.log": "llvm.log",
-    "math.log2": "llvm.log2",
-    "math.log10": "llvm.log10",
-    "math.sqrt": "llvm.sqrt",
-    "math.sin": "llvm.sin",
-    "math.cos": "llvm.cos",
-    "math.tan": "llvm.tan",
-    "math.tanh": "llvm.tanh",
-    "math.sinh": "llvm.sinh",
-    "math.cosh": "llvm.cosh",
-    "math.asin": "llvm.asin",
-    "math.acos": "llvm.acos",
-    "math.atan": "llvm.atan",
-    "math.atan2": "llvm.atan2",
-    "math.absf": "llvm.fabs",
-    "math.floor": "llvm.floor",
-    "math.ceil": "llvm.ceil",
-    "math.round": "llvm.round",
-    "math.roundeven": "llvm.roundeven",
-    "math.trunc": "llvm.trunc",
-    "math.copysign": "llvm.copysign",
-    "math.fma": "llvm.fma",
-    "math.powf": "llvm.pow",
-    "arith.maximumf": "llvm.maximum",
-    "arith.minimumf": "llvm.minimum",
-    "arith.maxnumf": "llvm.maxnum",
-    "arith.minnumf": "llvm.minnum",
-}
-# Float functions LLVM has no intrinsic for: libm calls (``name`` for f64, ``namef`` for f32).
-_LIBM: dict[str, str] = {
-    "math.erf": "erf",
-    "math.log1p": "log1p",
-    "math.expm1": "expm1",
-    "math.cbrt": "cbrt",
-    "math.asinh": "asinh",
-    "math.acosh": "acosh",
-    "math.atanh": "atanh",
-}
-_INT_MINMAX: dict[str, str] = {
-    "arith.maxsi": "llvm.smax",
-    "arith.minsi": "llvm.smin",
-    "arith.maxui": "llvm.umax",
-    "arith.minui": "llvm.umin",
-}
-_INT_BINOPS: dict[str, type[Operation]] = {
-    "arith.addi": llvm.AddOp,
-    "arith.subi": llvm.SubOp,
-    "arith.muli": llvm.MulOp,
-    "arith.divsi": llvm.SDivOp,
-    "arith.divui": llvm.UDivOp,
-    "arith.remsi": llvm.SRemOp,
-    "arith.remui": llvm.URemOp,
-    "arith.andi": llvm.AndOp,
-    "arith.ori": llvm.OrOp,
-    "arith.xori": llvm.XOrOp,
-    "arith.shli": llvm.ShlOp,
-    "arith.shrsi": llvm.AShrOp,
-    "arith.shrui": llvm.LShrOp,
-}
-_FLOAT_BINOPS: dict[str, type[llvm.AbstractFloatArithOp]] = {
-    "arith.addf": llvm.FAddOp,
-    "arith.subf": llvm.FSubOp,
-    "arith.mulf": llvm.FMulOp,
-    "arith.divf": llvm.FDivOp,
-    "arith.remf": llvm.FRemOp,
-}
-_CASTS: dict[str, type[Operation]] = {
-    "arith.extf": llvm.FPExtOp,
-    "arith.truncf": llvm.FPTruncOp,
-    "arith.sitofp": llvm.SIToFPOp,
-    "arith.uitofp": UIToFPOp,
-    "arith.fptosi": FPToSIOp,
-    "arith.fptoui": FPToUIOp,
-    "arith.bitcast": llvm.BitcastOp,
-}
-
 # --------------------------------------------------------------------------- reduction analysis
 
 _ADDITIVE = ("arith.addf", "arith.subf")
@@ -318,207 +227,14 @@ def _chain(v: SSAValue, acc: SSAValue, block: Block, kind: tuple[str, ...], foun
 # --------------------------------------------------------------------------- lowering
 
 
-@dataclass
-class Buf:
-    """A lowered buffer: data pointer, extents (i64 values) and element type."""
-
-    ptr: SSAValue
-    extents: list[SSAValue]
-    elem: Attribute
-
-
-def _is_const(v: SSAValue, value: int) -> bool:
-    owner = v.owner
-    return (
-        isinstance(owner, llvm.ConstantOp) and isinstance(owner.value, IntegerAttr) and owner.value.value.data == value
-    )
-
-
-@dataclass
-class _Shared:
-    """What the functions of one module share while they are lowered: settings, declarations, outlined nests."""
-
-    layout: AbiLayout
-    strict: bool
-    reductions: set[Operation]
-    threads: int = 1
-    parallel_min: int = PARALLEL_MIN
-    decls: dict[str, llvm.FuncOp] = field(default_factory=dict)
-    funcs: list[llvm.FuncOp] = field(default_factory=list)
-    host_calls: int = 0
-    shared_allocs: frozenset[int] = frozenset()  # alloc ids bound to donated inputs (fuse.reuse): may alias
-    allocs: int = 0  # loop.alloc ops lowered so far, in walk order (their default ids)
-
-
-class _Lowering:
+class _Lowering(FunctionBuilder):
     """Builds one llvm function: ``@fuse_main`` from the loop-level ``func.func @fuse_main``, or an outlined nest."""
 
-    def __init__(self, shared: _Shared, arg_types: Sequence[Attribute] = (PTR,) * 6, main: bool = True):
-        self.shared = shared
-        self.layout = shared.layout
-        self.strict = shared.strict
-        self.reductions = shared.reductions
-        self.main = main
-        self.region = Region()
-        self.entry = Block(arg_types=list(arg_types))
-        self.region.add_block(self.entry)
-        self.block = self.entry
-        if main:
-            self.p_args, self.p_arg_shapes, self.p_results, self.p_result_shapes, self.p_err, self.p_rt = (
-                self.entry.args
-            )
+    def __init__(self, shared: Shared, arg_types: Sequence[Attribute] = (PTR,) * 6, main: bool = True):
+        super().__init__(shared, arg_types, main)
         self.values: dict[SSAValue, SSAValue] = {}
         self.buffers: dict[SSAValue, Buf] = {}
-        self.prologue: list[Operation] = []
-        self.consts: dict[tuple[Attribute, object], SSAValue] = {}
-        self.error_blocks: list[Block] = []
-        self.decls = shared.decls
         self.top: Block | None = None  # the loop-level function body, whose loop nests are outlined
-
-    # ---- building helpers
-
-    def emit(self, op: Operation) -> Operation:
-        self.block.add_op(op)
-        return op
-
-    def val(self, op: Operation) -> SSAValue:
-        return self.emit(op).results[0]
-
-    def const(self, value: int | float, t: Attribute = I64) -> SSAValue:
-        """A constant, created once per function in the entry block (building xDSL ops is the slow part)."""
-        if isinstance(t, IntegerType):
-            v = int(value)
-            if t.width.data == 1:
-                v = 1 if v else 0
-            key: tuple[Attribute, object] = (t, v)
-        else:
-            v = float(value)
-            key = (t, v.hex())
-        hit = self.consts.get(key)
-        if hit is None:
-            attr: Attribute = IntegerAttr(v, t) if isinstance(t, IntegerType) else FloatAttr(v, t)  # type: ignore[arg-type]
-            op = llvm.ConstantOp(attr, t)
-            self.prologue.append(op)
-            hit = self.consts[key] = op.result
-        return hit
-
-    def new_block(self, arg_types: Sequence[Attribute] = ()) -> Block:
-        return Block(arg_types=list(arg_types))
-
-    def start(self, block: Block) -> None:
-        self.region.add_block(block)
-        self.block = block
-
-    def add(self, a: SSAValue, b: SSAValue, nsw: bool = True) -> SSAValue:
-        return self.val(llvm.AddOp(a, b, overflow=_NSW if nsw else IntegerAttr(0, 32)))
-
-    def mul(self, a: SSAValue, b: SSAValue, nsw: bool = True) -> SSAValue:
-        if _is_const(a, 1):
-            return b
-        if _is_const(b, 1):
-            return a
-        return self.val(llvm.MulOp(a, b, overflow=_NSW if nsw else IntegerAttr(0, 32)))
-
-    def icmp(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        p = IntegerAttr(llvm.ICmpPredicateFlag(pred).to_int(), I64)
-        return self.val(llvm.ICmpOp(a, b, p))
-
-    def gep(self, ptr: SSAValue, index: SSAValue | int, elem: Attribute) -> SSAValue:
-        return self.val(llvm.GEPOp.from_mixed_indices(ptr, [index], elem, inbounds=True))
-
-    def load(self, ptr: SSAValue, t: Attribute) -> SSAValue:
-        return self.val(llvm.LoadOp(ptr, t, alignment=byte_size(t) if t != PTR else 8))
-
-    def store(self, v: SSAValue, ptr: SSAValue) -> None:
-        t = v.type
-        self.emit(llvm.StoreOp(v, ptr, alignment=byte_size(t) if t != PTR else 8))
-
-    def intrinsic(
-        self, name: str, args: Sequence[SSAValue], result: Attribute, flags: frozenset[FastMathFlag]
-    ) -> SSAValue:
-        op = llvm.CallIntrinsicOp(name, list(args), [result])
-        if flags:
-            op.properties["fastmathFlags"] = llvm.FastMathAttr(flags)
-        return self.val(op)
-
-    def declare(
-        self, name: str, inputs: Sequence[Attribute], output: Attribute | None, noalias_result: bool = False
-    ) -> None:
-        if name in self.decls:
-            return
-        props: dict[str, Attribute | None] = {"no_unwind": UnitAttr()}
-        if noalias_result:
-            # No align attribute: a buffer may be the caller's out= array, aligned only to its element type.
-            props["res_attrs"] = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()})])
-        self.decls[name] = llvm.FuncOp(
-            name, llvm.LLVMFunctionType(list(inputs), output), linkage=llvm.LinkageAttr("external"), other_props=props
-        )
-
-    def call(self, name: str, args: Sequence[SSAValue], result: Attribute | None) -> SSAValue | None:
-        op = self.emit(llvm.CallOp(name, *args, return_type=result))
-        return op.results[0] if op.results else None
-
-    def entry_alloca(self, elem: Attribute, count: int) -> SSAValue:
-        """A stack slot of ``count`` elements, allocated once in the entry block."""
-        alloca = llvm.AllocaOp(self.const(max(1, count)), elem, alignment=8)
-        self.prologue.append(alloca)
-        return alloca.res
-
-    def fail(self, code: int, a: SSAValue, b: SSAValue) -> Block:
-        """A block that stores ``err = [code, a, b]`` and returns ``code``."""
-        blk = self.new_block()
-        saved = self.block
-        self.block = blk
-        for k, v in enumerate((self.const(code), a, b)):
-            self.store(v, self.gep(self.p_err, k, I64) if k else self.p_err)
-        self.emit(llvm.ReturnOp(self.const(code, I32)))
-        self.block = saved
-        self.error_blocks.append(blk)
-        return blk
-
-    def guard(self, cond: SSAValue, code: int, a: SSAValue, b: SSAValue) -> None:
-        """Continue if ``cond`` (expected true), else fail with ``err = [code, a, b]``."""
-        expected = self.intrinsic("llvm.expect.i1", [cond, self.const(1, I1)], I1, frozenset())
-        bad = self.fail(code, a, b)
-        ok = self.new_block()
-        self.emit(llvm.CondBrOp(expected, ok, [], bad, []))
-        self.start(ok)
-
-    def counted_loop(
-        self,
-        lower: SSAValue,
-        upper: SSAValue,
-        step: SSAValue,
-        inits: Sequence[SSAValue],
-        body: Callable[[SSAValue, Sequence[SSAValue]], Sequence[SSAValue]],
-    ) -> Sequence[SSAValue]:
-        """``for iv in [lower, upper) by step`` with carried values; ``body(iv, carried)`` returns the next ones."""
-        types = [v.type for v in inits]
-        header = self.new_block([I64, *types])
-        inner = self.new_block()
-        exit_ = self.new_block(types)
-        self.emit(llvm.BrOp(header, lower, *inits))
-        self.start(header)
-        iv, *carried = header.args
-        more = self.icmp("slt", iv, upper)
-        self.emit(llvm.CondBrOp(more, inner, [], exit_, list(carried)))
-        self.start(inner)
-        nexts = body(iv, carried)
-        nxt = self.add(iv, step)
-        self.emit(llvm.BrOp(header, nxt, *nexts))
-        self.start(exit_)
-        return list(exit_.args)
-
-    # ---- fast-math
-
-    def flags(self, op: Operation) -> frozenset[FastMathFlag]:
-        if self.strict:
-            return frozenset()
-        fm = op.properties.get("fastmath")
-        out: set[FastMathFlag] = set(fm.data) if fm is not None else set()  # type: ignore[attr-defined]
-        if op in self.reductions:
-            out.add(FastMathFlag.REASSOC)
-        return frozenset(out)
 
     # ---- values
 
@@ -538,22 +254,6 @@ class _Lowering:
         """One i64 per dimension: a constant for a static extent, else ``dynamic(axis)``."""
         return [self.const(d) if d >= 0 else dynamic(k) for k, d in enumerate(t.get_shape())]
 
-    def element_ptr(self, b: Buf, positions: Sequence[SSAValue]) -> SSAValue:
-        if not positions:
-            return b.ptr
-        idx = positions[0]
-        for e, p in zip(b.extents[1:], positions[1:]):
-            idx = self.add(self.mul(idx, e), p)
-        return self.gep(b.ptr, idx, b.elem)
-
-    def numel(self, extents: Sequence[SSAValue]) -> SSAValue:
-        if not extents:
-            return self.const(1)
-        n = extents[0]
-        for e in extents[1:]:
-            n = self.mul(n, e)
-        return n
-
     # ---- driver
 
     def run(self, func: FuncFuncOp) -> list[Operation]:
@@ -562,32 +262,6 @@ class _Lowering:
         arg_attrs = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()})] * 5 + [DictionaryAttr({})])
         main = self.finish(ENTRY, llvm.LLVMFunctionType([PTR] * 6, I32), "external", arg_attrs)
         return [*(self.decls[k] for k in sorted(self.decls)), *self.shared.funcs, main]
-
-    def finish(
-        self, name: str, ftype: llvm.LLVMFunctionType, linkage: str, arg_attrs: ArrayAttr, inline: bool = True
-    ) -> llvm.FuncOp:
-        """The function built so far: entry-block allocas first, error blocks last.
-
-        ``inline=False`` marks it ``noinline``: an outlined nest must stay its
-        own function, or LLVM would inline it back and optimise one huge function.
-        """
-        if self.prologue:
-            first = self.entry.first_op
-            for op in self.prologue:
-                if first is None:
-                    self.entry.add_op(op)
-                else:
-                    self.entry.insert_op_before(op, first)
-        for blk in self.error_blocks:
-            self.region.add_block(blk)
-        return llvm.FuncOp(
-            name,
-            ftype,
-            linkage=llvm.LinkageAttr(linkage),
-            body=self.region,
-            other_props={"no_unwind": UnitAttr(), "arg_attrs": arg_attrs}
-            | ({} if inline else {"no_inline": UnitAttr()}),
-        )
 
     def lower_block(self, block: Block) -> None:
         for op in block.ops:
@@ -720,7 +394,7 @@ class _Lowering:
 
     def outline(self, op: loop.ForOp) -> None:
         """Lower a top-level loop nest as its own function (and, when it may be split, as a parallel region)."""
-        nest = _Nest.build(self, op)
+        nest = Nest.build(self, op)
         inits = [self.v(i) for i in op.inits]
         lower, upper = self.v(op.lower), self.v(op.upper)
         if nest.folds is None:
@@ -752,23 +426,6 @@ class _Lowering:
         self.start(exit_)
         for old, new in zip(op.results, exit_.args):
             self.values[old] = new
-
-    def check_rc(self, rc: SSAValue) -> None:
-        """Return ``rc`` (an i32 error code whose details are already in ``err``) unless it is 0."""
-        ok = self.val(llvm.ICmpOp(rc, self.const(0, I32), IntegerAttr(llvm.ICmpPredicateFlag("eq").to_int(), I64)))
-        expected = self.intrinsic("llvm.expect.i1", [ok, self.const(1, I1)], I1, frozenset())
-        bad = self.new_block()
-        bad.add_op(llvm.ReturnOp(rc))
-        self.error_blocks.append(bad)
-        good = self.new_block()
-        self.emit(llvm.CondBrOp(expected, good, [], bad, []))
-        self.start(good)
-
-    def slot(self, base: SSAValue, index: SSAValue | int) -> SSAValue:
-        """The address of 8-byte slot ``index`` of ``base``."""
-        if isinstance(index, int) and index == 0:
-            return base
-        return self.gep(base, index, I64)
 
     def lower_gemm(self, op: loop.GemmOp) -> None:
         a, b, c = self.buf(op.a), self.buf(op.bm), self.buf(op.c)
@@ -863,386 +520,13 @@ class _Lowering:
     # ---- scalar ops
 
     def lower_scalar(self, op: Operation) -> None:
-        name = op.name
+        """An arith/math op, through the op table (:data:`~.loop_to_llvm.scalar.LOWERINGS`)."""
         args = [self.v(x) for x in op.operands]
         rt = llvm_type(op.results[0].type) if op.results else None
-        out: SSAValue
-        if name == "arith.constant":
-            value = op.properties.get("value", op.attributes.get("value"))
-            assert rt is not None
-            if isinstance(value, IntegerAttr):
-                out = self.const(value.value.data, rt)
-            elif isinstance(value, FloatAttr):
-                out = self.const(value.value.data, rt)
-            else:
-                raise ValueError(f"lower-loop-to-llvm: unsupported constant {value}")
-        elif name in _FLOAT_BINOPS:
-            out = self.val(_FLOAT_BINOPS[name](args[0], args[1], llvm.FastMathAttr(self.flags(op))))
-        elif name == "arith.negf":
-            out = self.val(llvm.FNegOp(args[0], llvm.FastMathAttr(self.flags(op))))
-        elif name in _INT_BINOPS:
-            out = self.val(_INT_BINOPS[name](args[0], args[1]))  # type: ignore[call-arg]
-        elif name in _INT_MINMAX:
-            assert rt is not None
-            out = self.intrinsic(f"{_INT_MINMAX[name]}.{mangle(rt)}", args, rt, frozenset())
-        elif name in ("arith.floordivsi", "arith.ceildivsi", "arith.ceildivui"):
-            out = self.int_div(name, args[0], args[1])
-        elif name == "arith.cmpi":
-            pred = op.properties["predicate"]
-            assert isinstance(pred, IntegerAttr)
-            out = self.val(llvm.ICmpOp(args[0], args[1], IntegerAttr(pred.value.data, I64)))
-        elif name == "arith.cmpf":
-            pred = op.properties["predicate"]
-            assert isinstance(pred, IntegerAttr)
-            cmp = llvm.FCmpOp(args[0], args[1], IntegerAttr(pred.value.data, I64))
-            if fl := self.flags(op):
-                cmp.properties["fastmathFlags"] = llvm.FastMathAttr(fl)
-            out = self.val(cmp)
-        elif name == "arith.select":
-            out = self.val(llvm.SelectOp(args[0], args[1], args[2]))
-        elif name in _CASTS:
-            assert rt is not None
-            out = self.val(_CASTS[name](args[0], rt))  # type: ignore[call-arg]
-        elif name in ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui"):
-            assert rt is not None
-            out = self.int_cast(args[0], rt, signed=name in ("arith.extsi", "arith.index_cast"))
-        elif name in _FLOAT_INTRINSICS:
-            assert rt is not None
-            out = self.intrinsic(f"{_FLOAT_INTRINSICS[name]}.{mangle(rt)}", args, rt, self.flags(op))
-        elif name in _LIBM:
-            assert rt is not None
-            fn = _LIBM[name] + ("f" if isinstance(rt, Float32Type) else "")
-            if not isinstance(rt, Float64Type | Float32Type):
-                raise ValueError(f"lower-loop-to-llvm: {name} on {rt} is not supported")
-            self.declare(fn, [rt], rt)
-            res = self.call(fn, args, rt)
-            assert res is not None
-            out = res
-        elif name == "math.rsqrt":
-            assert rt is not None
-            fl = self.flags(op)
-            root = self.intrinsic(f"llvm.sqrt.{mangle(rt)}", args, rt, fl)
-            out = self.val(llvm.FDivOp(self.const(1.0, rt), root, llvm.FastMathAttr(fl)))
-        elif name == "math.fpowi":
-            assert rt is not None
-            e = self.int_cast(args[1], I32, signed=True)
-            out = self.intrinsic(f"llvm.powi.{mangle(rt)}.i32", [args[0], e], rt, self.flags(op))
-        elif name == "math.absi":
-            assert rt is not None
-            out = self.intrinsic(f"llvm.abs.{mangle(rt)}", [args[0], self.const(0, I1)], rt, frozenset())
-        elif name in ("math.ctlz", "math.cttz"):
-            assert rt is not None
-            base = "llvm.ctlz" if name == "math.ctlz" else "llvm.cttz"
-            out = self.intrinsic(f"{base}.{mangle(rt)}", [args[0], self.const(0, I1)], rt, frozenset())
-        elif name == "math.ctpop":
-            assert rt is not None
-            out = self.intrinsic(f"llvm.ctpop.{mangle(rt)}", [args[0]], rt, frozenset())
-        else:
-            raise ValueError(f"lower-loop-to-llvm: cannot lower {name}")
-        self.values[op.results[0]] = out
-
-    def int_cast(self, x: SSAValue, to: Attribute, signed: bool) -> SSAValue:
-        assert isinstance(x.type, IntegerType) and isinstance(to, IntegerType)
-        src, dst = x.type.width.data, to.width.data
-        if src == dst:
-            return x
-        if src > dst:
-            return self.val(llvm.TruncOp(x, to))
-        return self.val((llvm.SExtOp if signed else llvm.ZExtOp)(x, to))
-
-    def int_div(self, name: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        """``floordivsi``, ``ceildivsi`` and ``ceildivui`` from truncating division and remainder."""
-        t = a.type
-        zero = self.const(0, t)
-        if name == "arith.ceildivui":
-            q = self.val(llvm.UDivOp(a, b))
-            r = self.val(llvm.URemOp(a, b))
-            return self.val(llvm.AddOp(q, self.int_cast(self.icmp("ne", r, zero), t, signed=False)))
-        q = self.val(llvm.SDivOp(a, b))
-        r = self.val(llvm.SRemOp(a, b))
-        nonzero = self.icmp("ne", r, zero)
-        r_neg, b_neg = self.icmp("slt", r, zero), self.icmp("slt", b, zero)
-        if name == "arith.floordivsi":
-            fix = self.val(llvm.AndOp(nonzero, self.icmp("ne", r_neg, b_neg)))
-            return self.val(llvm.SubOp(q, self.int_cast(fix, t, signed=False)))
-        fix = self.val(llvm.AndOp(nonzero, self.icmp("eq", r_neg, b_neg)))
-        return self.val(llvm.AddOp(q, self.int_cast(fix, t, signed=False)))
+        self.values[op.results[0]] = lower_scalar_op(self, op, args, rt)
 
 
-# --------------------------------------------------------------------------- outlined nests and parallel regions
-
-_FLOAT_FOLDS = ("arith.addf", "arith.mulf")
-_FOLDS = (*_FLOAT_FOLDS, "arith.maximumf", "arith.minimumf", "arith.addi", "arith.muli", "arith.ori", "arith.andi")
-_FOLDS += ("arith.xori", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui")
-
-
-def fold_identity(kind: str, t: Attribute) -> int | float:
-    """The exact identity of the associative fold ``kind`` on type ``t`` (what a partial accumulator starts from)."""
-    if kind == "arith.addf":
-        return -0.0
-    if kind == "arith.mulf":
-        return 1.0
-    if kind in ("arith.maximumf", "arith.minimumf"):
-        return float("-inf") if kind == "arith.maximumf" else float("inf")
-    assert isinstance(t, IntegerType)
-    w = t.width.data
-    if kind in ("arith.muli",):
-        return 1
-    if kind in ("arith.andi", "arith.minui"):
-        return -1
-    if kind == "arith.maxsi":
-        return -(2 ** (w - 1))
-    if kind == "arith.minsi":
-        return 2 ** (w - 1) - 1
-    return 0
-
-
-def fold_kind(op: loop.ForOp, k: int) -> str | None:
-    """The op that folds carried value ``k`` of ``op``, if the loop only ever combines it with that one
-    associative op and values independent of it (through nested loops too); else None.
-
-    Such a loop may run its iterations in chunks, each from the fold's identity, and combine the chunks'
-    results in order afterwards (a reassociation of the same fold).
-    """
-    block = op.body.block
-    acc = block.args[1 + k]
-    term = block.last_op
-    if not acc.has_one_use() or not isinstance(term, loop.YieldOp):
-        return None
-    return _fold_chain(term.values[k], acc, block, "") or None
-
-
-def _fold_chain(cur: SSAValue, acc: SSAValue, block: Block, kind: str) -> str | None:
-    if cur is acc:
-        return kind
-    owner = cur.owner
-    if not cur.has_one_use() or not isinstance(owner, Operation) or owner.parent_block() is not block:
-        return None
-    if isinstance(owner, loop.ForOp):
-        idx = list(owner.results).index(cur)
-        inner = fold_kind(owner, idx)
-        if inner is None or (kind and inner != kind):
-            return None
-        return _fold_chain(owner.inits[idx], acc, block, inner)
-    if owner.name not in _FOLDS or (kind and owner.name != kind):
-        return None
-    for x in owner.operands:
-        found = _fold_chain(x, acc, block, owner.name)
-        if found is not None:
-            return found
-    return None
-
-
-def _free_values(op: Operation) -> list[SSAValue]:
-    """Values used inside ``op``'s region but defined outside it, in first-use order."""
-    inside = {id(x) for x in op.walk()}
-    seen: set[SSAValue] = set()
-    out: list[SSAValue] = []
-    for inner in op.walk():
-        if inner is op:
-            continue
-        for x in inner.operands:
-            owner = x.owner
-            definer = owner.parent_op() if isinstance(owner, Block) else owner
-            if definer is not None and id(definer) in inside:
-                continue
-            if x not in seen:
-                seen.add(x)
-                out.append(x)
-    return out
-
-
-def _const_op(v: SSAValue) -> llvm.ConstantOp | None:
-    return v.owner if isinstance(v.owner, llvm.ConstantOp) else None
-
-
-@dataclass
-class _Nest:
-    """A top-level loop nest outlined as ``i32 @fuse_nestK(lo, hi, err, out, inits..., [rt], values...)``.
-
-    The function runs the outermost loop over ``[lo, hi)`` with its carried
-    values starting at ``inits``, stores their final values in the 8-byte slots
-    of ``out``, and returns 0, or an error code after filling ``err``. Buffers
-    come in as ``noalias`` pointers and the extents and scalars the nest reads
-    as values; constants are rematerialised inside. ``folds`` is None for a
-    nest that runs serially, else the fold of each carried value (empty for a
-    parallel loop without any): such a nest may be split into chunks.
-    """
-
-    parent: _Lowering
-    op: loop.ForOp
-    name: str
-    passed: list[SSAValue]
-    carried: list[Attribute]
-    needs_rt: bool
-    folds: list[str] | None
-    work: list[SSAValue]
-
-    @staticmethod
-    def build(parent: _Lowering, op: loop.ForOp) -> _Nest:
-        shared = parent.shared
-        name = f"fuse_nest{sum(1 for f in shared.funcs if not f.sym_name.data.endswith('_chunk'))}"
-        if any(isinstance(i.type, MemRefType) for i in op.inits):
-            raise ValueError("lower-loop-to-llvm: loop.for cannot carry buffers")
-        carried = [llvm_type(i.type) for i in op.inits]
-        inner_ops = list(op.walk())
-        needs_rt = any(isinstance(x, loop.AllocOp | loop.HostCallOp | loop.GemmOp) for x in inner_ops)
-        free = _free_values(op)
-        passed: list[SSAValue] = []
-        known: set[SSAValue] = set()
-
-        def need(v: SSAValue) -> None:
-            if _const_op(v) is None and v not in known:
-                known.add(v)
-                passed.append(v)
-
-        for x in free:
-            if isinstance(x.type, MemRefType):
-                b = parent.buf(x)
-                need(b.ptr)
-                for e in b.extents:
-                    need(e)
-            else:
-                need(parent.v(x))
-        step = parent.v(op.step)
-        need(step)
-        head: list[Attribute] = [I64, I64, PTR, PTR, *carried] + ([PTR] if needs_rt else [])
-        types = head + [v.type for v in passed]
-        child = _Lowering(shared, types, main=False)
-        args = child.entry.args
-        lo, hi, child.p_err, out = args[:4]
-        inits = list(args[4 : 4 + len(carried)])
-        if needs_rt:
-            child.p_rt = args[4 + len(carried)]
-        local_of = dict(zip(passed, args[len(head) :]))
-
-        def local(v: SSAValue) -> SSAValue:
-            c = _const_op(v)
-            if c is None:
-                return local_of[v]
-            value = c.value
-            assert isinstance(value, IntegerAttr | FloatAttr)
-            return child.const(value.value.data, c.result.type)
-
-        for x in free:
-            if isinstance(x.type, MemRefType):
-                b = parent.buf(x)
-                child.buffers[x] = Buf(local(b.ptr), [local(e) for e in b.extents], b.elem)
-            else:
-                child.values[x] = local(parent.v(x))
-        child.values[op.step] = local(step)
-        results = child.counted_for(op, lo, hi, inits)
-        for k, r in enumerate(results):
-            child.store(r, child.slot(out, k))
-        child.emit(llvm.ReturnOp(child.const(0, I32)))
-        noalias = DictionaryAttr({"llvm.noalias": UnitAttr()})
-        plain = DictionaryAttr({})
-        buffer_ptrs = {parent.buf(x).ptr for x in free if isinstance(x.type, MemRefType)}
-        attrs = [plain, plain, noalias, noalias] + [plain] * (len(head) - 4)
-        attrs += [noalias if v in buffer_ptrs else plain for v in passed]
-        shared.funcs.append(
-            child.finish(name, llvm.LLVMFunctionType(types, I32), "internal", ArrayAttr(attrs), inline=False)
-        )
-
-        folds: list[str] | None = None
-        if shared.threads > 1 and not needs_rt and _is_const(step, 1):
-            kinds = [fold_kind(op, k) for k in range(len(carried))]
-            stores = any(isinstance(x, loop.StoreOp) for x in inner_ops)
-            if all(kind is not None for kind in kinds) and (op.parallel is not None or (kinds and not stores)):
-                if not (shared.strict and any(kind in _FLOAT_FOLDS for kind in kinds)):
-                    folds = [kind for kind in kinds if kind is not None]
-        work: list[SSAValue] = []
-        if folds is not None:
-            for x in inner_ops:
-                if isinstance(x, loop.ForOp) and x is not op and x.upper in free and _is_const(parent.v(x.lower), 0):
-                    w = parent.v(x.upper)
-                    if w not in work:
-                        work.append(w)
-        return _Nest(parent, op, name, passed, carried, needs_rt, folds, work)
-
-    def call_serial(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue]) -> list[SSAValue]:
-        """Run the whole nest on this thread."""
-        p = self.parent
-        out = p.entry_alloca(I64, len(self.carried))
-        args = [lower, upper, p.p_err, out, *inits] + ([p.p_rt] if self.needs_rt else []) + self.passed
-        rc = p.call(self.name, args, I32)
-        assert rc is not None
-        p.check_rc(rc)
-        return [p.load(p.slot(out, k), t) for k, t in enumerate(self.carried)]
-
-    def call_parallel(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue]) -> list[SSAValue]:
-        """Split the nest into one chunk per thread when there is enough work, else into one chunk.
-
-        Chunk ``c`` of ``n`` runs iterations ``[lo + trip*c/n, lo + trip*(c+1)/n)``
-        from the folds' identities; ``fuse_parallel_for`` reports the first
-        failing chunk's error (in chunk order), and the partial results are
-        folded in chunk order. With one chunk ``fuse_parallel_for`` just calls
-        it: a small call costs a few stores and an indirect call, no thread.
-        """
-        p, shared = self.parent, self.parent.shared
-        threads = shared.threads
-        assert self.folds is not None
-        trip = p.val(llvm.SubOp(upper, lower))
-        work = trip
-        for w in self.work:
-            work = p.mul(work, w, nsw=False)
-        enough = p.val(llvm.AndOp(p.icmp("sge", work, p.const(shared.parallel_min)), p.icmp("sgt", trip, p.const(1))))
-        nacc = len(self.carried)
-        part_off = 3 + len(self.passed)
-        env = p.entry_alloca(I64, part_off + threads * nacc)
-        split = p.intrinsic("llvm.smin.i64", [trip, p.const(threads)], I64, frozenset())
-        chunks = p.val(llvm.SelectOp(enough, split, p.const(1)))
-        for k, v in enumerate([lower, upper, chunks, *self.passed]):
-            p.store(v, p.slot(env, k))
-        chunk_fn = self.chunk_function(part_off)
-        p.declare("fuse_parallel_for", [PTR, PTR, I64, PTR], I32)
-        rc = p.call("fuse_parallel_for", [p.val(llvm.AddressOfOp(chunk_fn, PTR)), env, chunks, p.p_err], I32)
-        assert rc is not None
-        p.check_rc(rc)
-
-        def fold(c: SSAValue, accs: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            at = p.add(p.mul(c, p.const(nacc)), p.const(part_off))
-            out = []
-            for k, (kind, acc, t) in enumerate(zip(self.folds or [], accs, self.carried)):
-                part = p.load(p.slot(env, p.add(at, p.const(k)) if k else at), t)
-                out.append(_fold(p, kind, acc, part))
-            return out
-
-        return list(p.counted_loop(p.const(0), chunks, p.const(1), list(inits), fold)) if nacc else []
-
-    def chunk_function(self, part_off: int) -> str:
-        """``i32 @fuse_nestK_chunk(env, c, err)``: run chunk ``c`` with the values stored in ``env``."""
-        shared = self.parent.shared
-        t = _Lowering(shared, [PTR, I64, PTR], main=False)
-        env, c, err = t.entry.args
-        lo0, hi0, n = (t.load(t.slot(env, k), I64) for k in range(3))
-        trip = t.val(llvm.SubOp(hi0, lo0))
-        lo = t.add(lo0, t.val(llvm.SDivOp(t.mul(trip, c), n)))
-        hi = t.add(lo0, t.val(llvm.SDivOp(t.mul(trip, t.add(c, t.const(1))), n)))
-        nacc = len(self.carried)
-        out = t.slot(env, t.add(t.mul(c, t.const(nacc)), t.const(part_off))) if nacc else env
-        assert self.folds is not None
-        inits = [t.const(fold_identity(kind, ty), ty) for kind, ty in zip(self.folds, self.carried)]
-        values = [t.load(t.slot(env, 3 + k), v.type) for k, v in enumerate(self.passed)]
-        rc = t.call(self.name, [lo, hi, err, out, *inits, *values], I32)
-        assert rc is not None
-        t.emit(llvm.ReturnOp(rc))
-        name = f"{self.name}_chunk"
-        attrs = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()}), DictionaryAttr({}), DictionaryAttr({})])
-        shared.funcs.append(t.finish(name, llvm.LLVMFunctionType([PTR, I64, PTR], I32), "internal", attrs))
-        return name
-
-
-def _fold(p: _Lowering, kind: str, a: SSAValue, b: SSAValue) -> SSAValue:
-    """``a`` folded with ``b`` by the arith op ``kind`` (as lowered in a loop body)."""
-    if kind in _FLOAT_BINOPS:
-        flags = frozenset() if p.strict else frozenset({FastMathFlag.REASSOC})
-        return p.val(_FLOAT_BINOPS[kind](a, b, llvm.FastMathAttr(flags)))
-    if kind in _FLOAT_INTRINSICS:
-        return p.intrinsic(f"{_FLOAT_INTRINSICS[kind]}.{mangle(a.type)}", [a, b], a.type, frozenset())
-    if kind in _INT_MINMAX:
-        return p.intrinsic(f"{_INT_MINMAX[kind]}.{mangle(a.type)}", [a, b], a.type, frozenset())
-    return p.val(_INT_BINOPS[kind](a, b))  # type: ignore[call-arg]
+# --------------------------------------------------------------------------- ABI ids
 
 
 def host_call_id(op: loop.HostCallOp, position: int) -> int:
@@ -1288,7 +572,7 @@ def lower_module(module: ModuleOp, strict: bool = False, threads: int = 1, paral
     func = _entry_func(module)
     if func.function_type.inputs.data or func.function_type.outputs.data:
         raise ValueError(f"lower-loop-to-llvm: func.func @{ENTRY} must take and return nothing")
-    shared = _Shared(
+    shared = Shared(
         abi_layout(module),
         strict,
         reduction_ops(func),
