@@ -413,8 +413,8 @@ class _Lowering(FunctionBuilder):
         exit_ = self.new_block(types)
         self.emit(llvm.BrOp(head, *inits))
         self.start(head)
-        for old, new in zip(block.args, head.args):
-            self.values[old] = new
+        for arg, phi in zip(block.args, head.args):
+            self.values[arg] = phi
         for inner in block.ops:
             if isinstance(inner, loop.YieldOp):
                 cond, *nexts = (self.v(x) for x in inner.values)

@@ -49,8 +49,8 @@ class LowerFixpoint(TeOpPattern):
         region, new_block = te.FixpointOp.make_body(inits)
         old_block = op.body.block
         self.lo.forget_inside(op)
-        for old, new in zip(old_block.args, new_block.args):
-            old.replace_all_uses_with(new)
+        for old_arg, new_arg in zip(old_block.args, new_block.args):
+            old_arg.replace_all_uses_with(new_arg)
         for o in list(old_block.ops):
             o.detach()
             new_block.add_op(o)

@@ -136,17 +136,20 @@ class FunctionBuilder:
 
     def const(self, value: int | float, t: Attribute = I64) -> SSAValue:
         """A constant, created once per function in the entry block (building xDSL ops is the slow part)."""
+        attr: Attribute
         if isinstance(t, IntegerType):
             v = int(value)
             if t.width.data == 1:
                 v = 1 if v else 0
             key: tuple[Attribute, object] = (t, v)
+            attr = IntegerAttr(v, t)
         else:
-            v = float(value)
-            key = (t, v.hex())
+            assert isinstance(t, Float64Type | Float32Type | Float16Type)
+            f = float(value)
+            key = (t, f.hex())
+            attr = FloatAttr(f, t)
         hit = self.consts.get(key)
         if hit is None:
-            attr: Attribute = IntegerAttr(v, t) if isinstance(t, IntegerType) else FloatAttr(v, t)  # type: ignore[arg-type]
             op = llvm.ConstantOp(attr, t)
             self.prologue.append(op)
             hit = self.consts[key] = op.result
@@ -331,11 +334,13 @@ class FunctionBuilder:
                     self.entry.insert_op_before(op, first)
         for blk in self.error_blocks:
             self.region.add_block(blk)
+        props: dict[str, Attribute | None] = {"no_unwind": UnitAttr(), "arg_attrs": arg_attrs}
+        if not inline:
+            props["no_inline"] = UnitAttr()
         return llvm.FuncOp(
             name,
             ftype,
             linkage=llvm.LinkageAttr(linkage),
             body=self.region,
-            other_props={"no_unwind": UnitAttr(), "arg_attrs": arg_attrs}
-            | ({} if inline else {"no_inline": UnitAttr()}),
+            other_props=props,
         )

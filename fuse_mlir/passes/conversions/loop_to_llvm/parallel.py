@@ -49,7 +49,15 @@ _INT_MINMAX_BY_NAME = by_name(INT_MINMAX)
 _INT_BINOPS_BY_NAME = by_name(INT_BINOPS)
 
 FLOAT_FOLDS = ("arith.addf", "arith.mulf")
-_FOLDS = (*FLOAT_FOLDS, "arith.maximumf", "arith.minimumf", "arith.addi", "arith.muli", "arith.ori", "arith.andi")
+_FOLDS: tuple[str, ...] = (
+    *FLOAT_FOLDS,
+    "arith.maximumf",
+    "arith.minimumf",
+    "arith.addi",
+    "arith.muli",
+    "arith.ori",
+    "arith.andi",
+)
 _FOLDS += ("arith.xori", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui")
 
 
@@ -96,7 +104,7 @@ def _fold_chain(cur: SSAValue, acc: SSAValue, block: Block, kind: str) -> str | 
     if not cur.has_one_use() or not isinstance(owner, Operation) or owner.parent_block() is not block:
         return None
     if isinstance(owner, loop.ForOp):
-        idx = list(owner.results).index(cur)
+        idx = next(k for k, r in enumerate(owner.results) if r is cur)
         inner = fold_kind(owner, idx)
         if inner is None or (kind and inner != kind):
             return None
@@ -230,9 +238,9 @@ class Nest:
                     folds = [kind for kind in kinds if kind is not None]
         work: list[SSAValue] = []
         if folds is not None:
-            for x in inner_ops:
-                if isinstance(x, loop.ForOp) and x is not op and x.upper in free and is_const(parent.v(x.lower), 0):
-                    w = parent.v(x.upper)
+            for o in inner_ops:
+                if isinstance(o, loop.ForOp) and o is not op and o.upper in free and is_const(parent.v(o.lower), 0):
+                    w = parent.v(o.upper)
                     if w not in work:
                         work.append(w)
         return Nest(parent, op, name, passed, carried, needs_rt, folds, work)
@@ -319,4 +327,4 @@ def _fold(p: FunctionBuilder, kind: str, a: SSAValue, b: SSAValue) -> SSAValue:
         return p.intrinsic(f"{_FLOAT_INTRINSICS_BY_NAME[kind]}.{mangle(a.type)}", [a, b], a.type, frozenset())
     if kind in _INT_MINMAX_BY_NAME:
         return p.intrinsic(f"{_INT_MINMAX_BY_NAME[kind]}.{mangle(a.type)}", [a, b], a.type, frozenset())
-    return p.val(_INT_BINOPS_BY_NAME[kind](a, b))  # type: ignore[call-arg]
+    return p.val(_INT_BINOPS_BY_NAME[kind](a, b))

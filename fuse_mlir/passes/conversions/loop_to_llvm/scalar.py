@@ -67,7 +67,7 @@ INT_MINMAX: dict[type[Operation], str] = {
     arith.MaxUIOp: "llvm.umax",
     arith.MinUIOp: "llvm.umin",
 }
-INT_BINOPS: dict[type[Operation], type[Operation]] = {
+INT_BINOPS: dict[type[Operation], Callable[[SSAValue, SSAValue], Operation]] = {
     arith.AddiOp: llvm.AddOp,
     arith.SubiOp: llvm.SubOp,
     arith.MuliOp: llvm.MulOp,
@@ -88,7 +88,7 @@ FLOAT_BINOPS: dict[type[Operation], type[llvm.AbstractFloatArithOp]] = {
     arith.MulfOp: llvm.FMulOp,
     arith.DivfOp: llvm.FDivOp,
 }
-CASTS: dict[type[Operation], type[Operation]] = {
+CASTS: dict[type[Operation], Callable[[SSAValue, Attribute], Operation]] = {
     arith.ExtFOp: llvm.FPExtOp,
     arith.TruncFOp: llvm.FPTruncOp,
     arith.SIToFPOp: llvm.SIToFPOp,
@@ -135,7 +135,7 @@ def _negf(b: FunctionBuilder, op: Operation, args: list[SSAValue], rt: Attribute
 
 
 def _int_binop(b: FunctionBuilder, op: Operation, args: list[SSAValue], rt: Attribute) -> SSAValue:
-    return b.val(INT_BINOPS[type(op)](args[0], args[1]))  # type: ignore[call-arg]
+    return b.val(INT_BINOPS[type(op)](args[0], args[1]))
 
 
 def _int_minmax(b: FunctionBuilder, op: Operation, args: list[SSAValue], rt: Attribute) -> SSAValue:
@@ -182,7 +182,7 @@ def _select(b: FunctionBuilder, op: Operation, args: list[SSAValue], rt: Attribu
 
 
 def _cast(b: FunctionBuilder, op: Operation, args: list[SSAValue], rt: Attribute) -> SSAValue:
-    return b.val(CASTS[type(op)](args[0], rt))  # type: ignore[call-arg]
+    return b.val(CASTS[type(op)](args[0], rt))
 
 
 def _int_cast(b: FunctionBuilder, op: Operation, args: list[SSAValue], rt: Attribute) -> SSAValue:

@@ -200,7 +200,7 @@ class LowerConcat(TeOpPattern):
         for i in ins:
             ext = dict(shared)
             ext[axis] = lo.ext(i.value)[i.names.index(axis)]
-            aligned.append(lo.elementwise([i], out, dtype, lambda b, a, i=i: b.cast(a[0], i.dtype, dtype), ext))
+            aligned.append(lo.cast_kernel(i, out, dtype, ext))
         call = lo.emit(
             ew.HostCallOp(
                 "concat", aligned, [te.tensor_type(dtype, [te.DYNAMIC] * len(out))], {"axis": out.index(axis)}

@@ -123,17 +123,17 @@ class LowerBlock(TeOpPattern):
         lo = self.lo
         fn = op.fn.data
         ins = lo.ins_of(op.inputs, te.names_of_each(op.operand_indices))
-        roles = te.params_of(op.roles)
+        roles = {k: str(v) for k, v in te.params_of(op.roles).items()}  # axis names
         params = te.params_of(op.params)
         out = te.names_of(op.indices)
         if fn == "attention":
-            return [attention(lo, ins, roles, params, out, te.dtype_of(op.outputs[0]))]  # type: ignore[arg-type]
+            return [attention(lo, ins, roles, params, out, te.dtype_of(op.outputs[0]))]
         if fn == "rope":
-            return [rope(lo, ins[0], roles, params, te.dtype_of(op.outputs[0]))]  # type: ignore[arg-type]
+            return [rope(lo, ins[0], roles, params, te.dtype_of(op.outputs[0]))]
         # tucker_dense (an SVD) and topk (a sort) run in the runtime on NumPy.
         host_params = dict(params)
         if fn == "topk":
-            host_params["axis"] = ins[0].names.index(roles["axis"])  # type: ignore[arg-type]
+            host_params["axis"] = ins[0].names.index(roles["axis"])
         x = ins[0]
         if fn == "tucker_dense":
             x = lo.cast_to(x, te.dtype_of(op.outputs[0]))

@@ -173,11 +173,17 @@ class TeLowering:
         ext = self.name_extents(ins, extents)
         return self.generic(ins, [], out, [], "none", ext, out_dtype, lambda b, a, t, i: fn(b, a))
 
+    def cast_kernel(
+        self, x: In, names: Sequence[str], dtype: np.dtype, extents: dict[str, SSAValue] | None = None
+    ) -> SSAValue:
+        """A kernel over ``names`` casting ``x`` to ``dtype`` (broadcast over the names it lacks)."""
+        return self.elementwise([x], names, dtype, lambda b, a: b.cast(a[0], x.dtype, dtype), extents)
+
     def cast_to(self, x: In, dtype: np.dtype) -> In:
         """``x`` in ``dtype``: itself, or a cast kernel over its names."""
         if x.dtype == dtype:
             return x
-        return In(self.elementwise([x], x.names, dtype, lambda b, a: b.cast(a[0], x.dtype, dtype)), x.names)
+        return In(self.cast_kernel(x, x.names, dtype), x.names)
 
     def reduce(
         self,

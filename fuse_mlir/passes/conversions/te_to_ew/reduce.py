@@ -95,9 +95,7 @@ class LowerAxis(TeOpPattern):
         ext = lo.name_extents(ins)
         # Bring every operand to the full index set, in the result's dtype.
         full = [
-            In(lo.elementwise([i], names, dtype, lambda b, a, i=i: b.cast(a[0], i.dtype, dtype), ext), names)
-            if (i.names != names or i.dtype != dtype)
-            else i
+            In(lo.cast_kernel(i, names, dtype, ext), names) if (i.names != names or i.dtype != dtype) else i
             for i in ins
         ]
         keep = tuple(n for n in names if n != axis)
@@ -113,12 +111,12 @@ class LowerAxis(TeOpPattern):
                 return b.select(keep_it, a[0], b.const(fill, dtype))  # type: ignore[arg-type]
 
             xm = lo.elementwise([full[0], mask], names, dtype, masked, ext)
-            y = softmax(lo, In(xm, names), axis, dtype)
+            sm = softmax(lo, In(xm, names), axis, dtype)
 
             def zero_masked(b: Body, a: list[SSAValue]) -> SSAValue:
                 return b.select(b.nonzero(a[1], mask.dtype), a[0], b.const(0.0, dtype))
 
-            return lo.elementwise([In(y, names), mask], names, dtype, zero_masked, ext)
+            return lo.elementwise([In(sm, names), mask], names, dtype, zero_masked, ext)
         if fn == "softmax_grad":
             y, g = full
             s = lo.reduce(
