@@ -18,8 +18,8 @@ from xdsl.ir import Operation
 
 from fuse_mlir.backends.llvm.runtime import NativeKernel
 from fuse_mlir.ir import make_context
-from fuse_mlir.passes.lower_ew_to_loop import LowerEwToLoop
-from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
+from fuse_mlir.passes.conversions.lower_ew_to_loop import LowerEwToLoop
+from fuse_mlir.passes.conversions.lower_te_to_ew import LowerTeToEw
 from fuse_mlir.passes.transforms.expand_math import ExpandMath
 
 UNARY: dict[str, type[Operation]] = {

@@ -13,7 +13,7 @@ from fuse_mlir.interp.ew_interp import run_ew_module
 from fuse_mlir.interp.loop_interp import run_loop_module
 from fuse_mlir.ir import make_context
 from fuse_mlir.lowered import LowerOptions
-from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
+from fuse_mlir.passes.conversions.lower_te_to_ew import LowerTeToEw
 from fuse_mlir.passes.lowering import lower_to_loop
 
 BACKENDS = ["reference", "llvm"]

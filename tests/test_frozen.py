@@ -19,7 +19,7 @@ from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frozen import FrozenGraph, FrozenNode, freeze_block, module_key, thaw
 from fuse_mlir.ir import make_context
-from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
+from fuse_mlir.passes.conversions.lower_te_to_ew import LowerTeToEw
 from fuse_mlir.passes.transforms.freeze import Freeze
 
 F64 = Float64Type()

@@ -38,7 +38,7 @@ from fuse_mlir.backends.llvm.jit import emit_assembly, optimize_ir
 from fuse_mlir.backends.llvm.runtime import SMALL_RESULT, NativeKernel
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import loop
-from fuse_mlir.passes.lower_loop_to_llvm import LowerLoopToLLVM, lower_module
+from fuse_mlir.passes.conversions.lower_loop_to_llvm import LowerLoopToLLVM, lower_module
 
 F64, F32, I8, I64 = Float64Type(), Float32Type(), IntegerType(8), IntegerType(64)
 INDEX = IndexType()
@@ -445,7 +445,7 @@ _DETERMINISM_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from test_llvm_backend import row_reduce_module, elementwise_module, gemm_module, topk_module
     from fuse_mlir.backends.llvm.emit import emit_llvm_ir
-    from fuse_mlir.passes.lower_loop_to_llvm import lower_module
+    from fuse_mlir.passes.conversions.lower_loop_to_llvm import lower_module
     from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType
     from xdsl.dialects.utils.fast_math import FastMathFlag
     from xdsl.dialects import llvm

@@ -19,7 +19,7 @@ from fuse_mlir.dialects.abi import LoopAbi
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.loop_interp import LoopInterpreter, run_loop_module
 from fuse_mlir.ir import make_context, parse_mlir, print_module
-from fuse_mlir.passes.lower_ew_to_loop import LowerEwToLoop, gemm_plan
+from fuse_mlir.passes.conversions.lower_ew_to_loop import LowerEwToLoop, gemm_plan
 
 D = te.DYNAMIC
 
@@ -781,7 +781,7 @@ SMALL = 2000  # elements per input: the loop interpreter runs every scalar op in
 def check_program(src: str, inputs: dict) -> None:
     from fuse_mlir import Program
     from fuse_mlir.interp.reference import run_module
-    from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
+    from fuse_mlir.passes.conversions.lower_te_to_ew import LowerTeToEw
     from fuse_mlir.passes.transforms.fuse import Fuse
 
     arrays = {k: np.asarray(v) for k, v in inputs.items()}

@@ -14,7 +14,7 @@ from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.interp.ew_interp import run_ew_module
 from fuse_mlir.interp.reference import run_module
 from fuse_mlir.ir import make_context, parse_mlir, print_module
-from fuse_mlir.passes.lower_te_to_ew import TeToEw
+from fuse_mlir.passes.conversions.lower_te_to_ew import lower_te_to_ew
 from fuse_mlir.passes.transforms.fuse import Fuse
 from tests.strategies import GenProgram, programs
 from tests.test_builtins_lang import AXIS, ELEMENTWISE, M, P, X, softmax
@@ -28,7 +28,7 @@ def check(prog: Program, inputs: dict, rtol: float = 1e-12) -> None:
     arrays = {k: (v.astype(np.int8) if v.dtype == bool else v) for k, v in arrays.items()}
     low = prog.lower({k: v.dtype for k, v in arrays.items()})
     ref = run_module(low.module, arrays, low.sources).exports
-    module = TeToEw(low.module.clone()).run()
+    module = lower_te_to_ew(low.module.clone())
     module.verify()
     text = print_module(module)
     assert print_module(parse_mlir(text, "ew.mlir")) == text
@@ -105,20 +105,20 @@ def test_random_programs(prog: GenProgram, seed: int):
 
 def test_contractions_become_ew_contract():
     low = Program("C[i,k] = A[i,j] B[j,k]").lower()
-    module = TeToEw(low.module.clone()).run()
+    module = lower_te_to_ew(low.module.clone())
     assert [op.name for op in module.walk() if isinstance(op, ew.ContractOp)] == ["ew.contract"]
 
 
 def test_gather_out_of_range_is_located_at_the_ew_level():
     low = Program("E[t,d] = T[I[t], d]").lower({"I": np.dtype(np.int64)})
-    module = TeToEw(low.module.clone()).run()
+    module = lower_te_to_ew(low.module.clone())
     with pytest.raises(FuseRuntimeError, match="out of range") as e:
         run_ew_module(module, {"T": np.ones((3, 2)), "I": np.array([0, 5])}, {})
     assert e.value.loc is not None and e.value.loc.line == 1
 
 
 def kernels(src: str, fuse: bool) -> list[str]:
-    module = TeToEw(Program(src).lower().module.clone()).run()
+    module = lower_te_to_ew(Program(src).lower().module.clone())
     if fuse:
         Fuse().apply(make_context(), module)
         module.verify()
@@ -134,7 +134,7 @@ def test_fusion_makes_one_kernel_of_a_map_chain_and_its_reduction():
 def test_fusion_computes_a_value_used_twice_once():
     src = "E[i] = exp(X[i])\nA[i] = E[i] + 1\nB[i] = E[i] * 2\nexport A, B"
     assert kernels(src, True) == ["ew.generic"]  # A and B are siblings (both read E): one kernel
-    module = TeToEw(Program(src).lower().module.clone()).run()
+    module = lower_te_to_ew(Program(src).lower().module.clone())
     Fuse().apply(make_context(), module)
     (kernel,) = [op for op in module.walk() if isinstance(op, ew.GenericOp)]
     assert len(kernel.outputs) == 2
@@ -143,7 +143,7 @@ def test_fusion_computes_a_value_used_twice_once():
 
 def test_softmax_and_lnorm_keep_no_full_size_temporary():
     for src in ["Y[r, c.] = softmax(X[r, c])\nexport Y", "Y[r, c.] = lnorm(X[r, c])\nexport Y"]:
-        module = TeToEw(Program(src).lower().module.clone()).run()
+        module = lower_te_to_ew(Program(src).lower().module.clone())
         Fuse().apply(make_context(), module)
         full = [op for op in module.walk() if isinstance(op, ew.GenericOp) and op.result.type.get_num_dims() == 2]
         assert len(full) == 1, src  # only the output

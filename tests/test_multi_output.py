@@ -14,7 +14,7 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.ew_interp import run_ew_module
 from fuse_mlir.interp.loop_interp import run_loop_module
 from fuse_mlir.ir import make_context, parse_mlir, print_module
-from fuse_mlir.passes.lower_ew_to_loop import LowerEwToLoop
+from fuse_mlir.passes.conversions.lower_ew_to_loop import LowerEwToLoop
 
 F64 = np.dtype(np.float64)
 

@@ -3,7 +3,7 @@
 Passes register themselves with the :func:`register_pass` class decorator when
 their module is imported. The registry imports every module of the
 ``fuse_mlir.passes`` package the first time it is asked (so a new
-``fuse_mlir/passes/lower_x.py`` is found without being listed anywhere), then
+``fuse_mlir/passes/conversions/lower_x.py`` is found without being listed anywhere), then
 the plug-ins: installed packages that declare an entry point in the
 ``fuse_mlir.passes`` group. An entry point names a module (importing it
 registers its passes), a pass class, or a function that registers passes (or
