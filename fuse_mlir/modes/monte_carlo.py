@@ -99,7 +99,9 @@ def sample_module(lowered: Lowered, sampled: list[int], samples: int) -> Lowered
                 operands.append(v)
                 each.append(list(ns))
                 continue
-            axes = [f"${hit.index(n)}" if n in tables else n for n in ns]
+            axes = [
+                te.AccessAxisAttr.gather(hit.index(n)) if n in tables else te.AccessAxisAttr.named(n) for n in ns
+            ]
             out = [n for n in ns if n not in tables] + [s]
             acc = te.AccessOp(
                 v,

@@ -507,7 +507,7 @@ class TeToEw:
         The body uses the source's extents from outside the kernel.
         """
         src = self.v(op.source)
-        axes = te.names_of(op.axes)
+        axes = op.axis_list()
         out = te.names_of(op.indices)
         loc = op.loc.data if op.loc else ""
         gathers = [In(self.v(g), n) for g, n in zip(op.gathers, te.names_of_each(op.gather_indices))]
@@ -515,39 +515,38 @@ class TeToEw:
         ext: dict[str, SSAValue] = {}
         starts: dict[int, tuple[SSAValue, int]] = {}
         for k, a in enumerate(axes):
-            if a.startswith("s:"):
-                spec, text = a[2:].split("@", 1)
-                parts = [int(x) if x else None for x in spec.split(":")]
-                ext.setdefault(text, self.emit(te.SliceLenOp(src_ext[k], *parts)).results[0])
+            if a.axis_kind == te.AxisKind.SLICE:
+                parts = a.slice_bounds()
+                ext.setdefault(a.index_name, self.emit(te.SliceLenOp(src_ext[k], *parts)).results[0])
                 step = parts[2] if parts[2] is not None else 1
                 starts[k] = (self._slice_start(src_ext[k], parts[0], step), step)
-            elif not (a.startswith("#") or a.startswith("$")):
-                ext.setdefault(_offset_base(a)[0], src_ext[k])
+            elif a.axis_kind in (te.AxisKind.NAME, te.AxisKind.OFFSET):
+                ext.setdefault(a.index_name, src_ext[k])
         ext = self.name_extents(gathers, ext)
         dtype = te.dtype_of(op.result)
         for k, a in enumerate(axes):
-            if a.startswith("#"):
+            if a.axis_kind == te.AxisKind.POSITION:
                 # Checked before the kernel, once: an error whether or not the kernel's loop space is empty.
-                position = self.emit(arith.ConstantOp(IntegerAttr(int(a[1:]), IndexType()))).results[0]
+                position = self.emit(arith.ConstantOp(IntegerAttr(a.value, IndexType()))).results[0]
                 message = f"position {{0}} is out of range for axis {k} (extent {{1}})"
                 self.emit(te.CheckDimOp(position, src_ext[k], message, loc, "lt"))
-        checked = any(a.startswith("$") for a in axes)
+        checked = any(a.axis_kind == te.AxisKind.GATHER for a in axes)
 
         def body(b: Body, args, tables, idx):
             positions: list[SSAValue] = []
             valid: SSAValue | None = None
             for k, a in enumerate(axes):
-                if a.startswith("#"):
-                    positions.append(b.index(int(a[1:])))
-                elif a.startswith("$"):
-                    g = int(a[1:])
+                if a.axis_kind == te.AxisKind.POSITION:
+                    positions.append(b.index(a.value))
+                elif a.axis_kind == te.AxisKind.GATHER:
+                    g = a.value
                     positions.append(b.to_index(args[g], gathers[g].dtype))
-                elif a.startswith("s:"):
+                elif a.axis_kind == te.AxisKind.SLICE:
                     s0, step = starts[k]
-                    i = idx(a[2:].split("@", 1)[1])
+                    i = idx(a.index_name)
                     positions.append(b.add(arith.AddiOp(s0, b.add(arith.MuliOp(i, b.index(step))))))
                 else:
-                    base, off = _offset_base(a)
+                    base, off = a.index_name, a.value
                     i = idx(base)
                     if not off:
                         positions.append(i)
@@ -804,16 +803,6 @@ def _scalar_constant(value: SSAValue) -> float | int | None:
     if isinstance(op, te.ConstantOp) and op.result.type.get_num_dims() == 0:  # type: ignore[attr-defined]
         return te.dense_value(op.value).item()
     return None
-
-
-def _offset_base(a: str) -> tuple[str, int]:
-    if "+" in a:
-        name, off = a.rsplit("+", 1)
-        return name, int(off)
-    if "-" in a and a.rsplit("-", 1)[1].isdigit():
-        name, off = a.rsplit("-", 1)
-        return name, -int(off)
-    return a, 0
 
 
 @register_pass
