@@ -69,6 +69,8 @@ from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from fuse_mlir.diagnostics import Loc
+from fuse_mlir.dialects.locations import set_location
 from fuse_mlir.dialects.tensor_eq import params_attr
 
 
@@ -197,20 +199,18 @@ class ExtractOp(IRDLOperation):
     table = operand_def(TensorType)
     positions = var_operand_def(IndexType)
     check = opt_attr_def(StringAttr)
-    loc = opt_attr_def(StringAttr)
     result = result_def()
     traits = traits_def(Pure())
     assembly_format = "$table `[` $positions `]` attr-dict `:` type($table) `->` type($result)"
 
-    def __init__(self, table: SSAValue, positions: Sequence[SSAValue], check: str = "", loc: str = ""):
+    def __init__(self, table: SSAValue, positions: Sequence[SSAValue], check: str = "", loc: Loc | str = ""):
         t = table.type
         assert isinstance(t, TensorType)
         attrs: dict[str, Attribute] = {}
         if check:
             attrs["check"] = StringAttr(check)
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[table, list(positions)], result_types=[signless(t.element_type)], attributes=attrs)
+        set_location(self, loc)
 
     def verify_(self) -> None:
         t = self.table.type
@@ -234,15 +234,13 @@ class AssertOp(IRDLOperation):
     cond = operand_def(EqAttrConstraint(IntegerType(1)))
     value = operand_def(IntegerType)
     message = attr_def(StringAttr)
-    loc = opt_attr_def(StringAttr)
     traits = lazy_traits_def(lambda: (HasParent(GenericOp),))
     assembly_format = "$cond `,` $value attr-dict `:` type($value)"
 
-    def __init__(self, cond: SSAValue, value: SSAValue, message: str, loc: str = ""):
+    def __init__(self, cond: SSAValue, value: SSAValue, message: str, loc: Loc | str = ""):
         attrs: dict[str, Attribute] = {"message": StringAttr(message)}
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[cond, value], attributes=attrs)
+        set_location(self, loc)
 
 
 @irdl_op_definition
@@ -256,7 +254,6 @@ class GenericOp(IRDLOperation):
     maps = attr_def(ArrayAttr[ArrayAttr[IntegerAttr]])
     iterators = attr_def(ArrayAttr[IteratorTypeAttr])
     kind = attr_def(ArrayAttr[ReductionKindAttr])
-    loc = opt_attr_def(StringAttr)
     body = region_def("single_block")
     outputs = var_result_def(TensorType)
     irdl_options = (AttrSizedOperandSegments(),)
@@ -276,7 +273,7 @@ class GenericOp(IRDLOperation):
         kind: str | Sequence[str],
         body: Region,
         result_type: TensorType | Sequence[TensorType],
-        loc: str = "",
+        loc: Loc | str = "",
     ):
         kinds = [kind] if isinstance(kind, str) else list(kind)
         types = [result_type] if isinstance(result_type, TensorType) else list(result_type)
@@ -285,14 +282,13 @@ class GenericOp(IRDLOperation):
             "iterators": ArrayAttr([IteratorTypeAttr(IteratorType(i)) for i in iterators]),
             "kind": ArrayAttr([ReductionKindAttr(ReductionKind(k)) for k in kinds]),
         }
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(
             operands=[list(inputs), list(tables), list(extents)],
             result_types=[types],
             attributes=attrs,
             regions=[body],
         )
+        set_location(self, loc)
 
     @property
     def result(self) -> SSAValue:

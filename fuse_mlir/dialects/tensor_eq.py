@@ -61,6 +61,9 @@ from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from fuse_mlir.diagnostics import Loc
+from fuse_mlir.dialects.locations import set_location
+
 # --------------------------------------------------------------------------
 # dtype <-> element type
 # --------------------------------------------------------------------------
@@ -434,17 +437,14 @@ class SourceOp(IRDLOperation):
     result = result_def(TensorType)
     assembly_format = "$name $path attr-dict `:` type($result)"
 
-    def __init__(self, name: str, path: str, indices: Sequence[str], type: TensorType, loc: str = ""):
+    def __init__(self, name: str, path: str, indices: Sequence[str], type: TensorType, loc: Loc | str = ""):
         attrs: dict[str, Attribute] = {
             "name": StringAttr(name),
             "path": StringAttr(path),
             "indices": str_array(indices),
         }
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(result_types=[type], attributes=attrs)
-
-    loc = opt_attr_def(StringAttr)
+        set_location(self, loc)
 
     def verify_(self) -> None:
         _check_rank(self, self.result, names_of(self.indices), "result")
@@ -507,14 +507,12 @@ class SinkOp(IRDLOperation):
     path = attr_def(StringAttr)
     names = attr_def(ArrayAttr[StringAttr])
     values = var_operand_def(TensorType)
-    loc = opt_attr_def(StringAttr)
     assembly_format = "$path $values attr-dict `:` type($values)"
 
-    def __init__(self, path: str, values: Sequence[SSAValue], names: Sequence[str], loc: str = ""):
+    def __init__(self, path: str, values: Sequence[SSAValue], names: Sequence[str], loc: Loc | str = ""):
         attrs: dict[str, Attribute] = {"path": StringAttr(path), "names": str_array(names)}
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[list(values)], attributes=attrs)
+        set_location(self, loc)
 
     def verify_(self) -> None:
         if len(names_of(self.names)) != len(self.values):
@@ -614,16 +612,14 @@ class CheckDimOp(IRDLOperation):
     rhs = operand_def(IndexType)
     message = attr_def(StringAttr)
     predicate = opt_attr_def(StringAttr)
-    loc = opt_attr_def(StringAttr)
     assembly_format = "$lhs `,` $rhs attr-dict"
 
-    def __init__(self, lhs: SSAValue, rhs: SSAValue, message: str, loc: str = "", predicate: str = "eq"):
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, message: str, loc: Loc | str = "", predicate: str = "eq"):
         attrs: dict[str, Attribute] = {"message": StringAttr(message)}
         if predicate != "eq":
             attrs["predicate"] = StringAttr(predicate)
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[lhs, rhs], attributes=attrs)
+        set_location(self, loc)
 
     def predicate_name(self) -> str:
         return self.predicate.data if self.predicate else "eq"
@@ -658,7 +654,6 @@ class AccessOp(NamedOp):
     axes = attr_def(ArrayAttr[AccessAxisAttr])
     gather_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
     indices = attr_def(ArrayAttr[StringAttr])
-    loc = opt_attr_def(StringAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(),)
@@ -673,16 +668,15 @@ class AccessOp(NamedOp):
         gathers: Sequence[SSAValue] = (),
         gather_indices: Sequence[Sequence[str]] = (),
         extents: Sequence[SSAValue] = (),
-        loc: str = "",
+        loc: Loc | str = "",
     ):
         attrs: dict[str, Attribute] = {
             "axes": axis_attrs(axes),
             "gather_indices": str_array_array(gather_indices),
             "indices": str_array(indices),
         }
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[source, list(gathers), list(extents)], result_types=[result_type], attributes=attrs)
+        set_location(self, loc)
 
     def axis_list(self) -> list[AccessAxisAttr]:
         """How each source axis is read, in order."""
@@ -1017,7 +1011,6 @@ class PlaceOp(NamedOp):
     positions = attr_def(ArrayAttr[IntegerAttr])
     operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
     indices = attr_def(ArrayAttr[StringAttr])
-    loc = opt_attr_def(StringAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = "$input `(` $extents `)` attr-dict `:` type($input) `->` type($result)"
@@ -1030,16 +1023,15 @@ class PlaceOp(NamedOp):
         operand_indices: Sequence[str],
         indices: Sequence[str],
         result_type: TensorType,
-        loc: str = "",
+        loc: Loc | str = "",
     ):
         attrs: dict[str, Attribute] = {
             "positions": ArrayAttr([IntegerAttr(p, i64) for p in positions]),
             "operand_indices": str_array_array([operand_indices]),
             "indices": str_array(indices),
         }
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[input, list(extents)], result_types=[result_type], attributes=attrs)
+        set_location(self, loc)
 
     def position_list(self) -> list[int]:
         return [a.value.data for a in self.positions.data]

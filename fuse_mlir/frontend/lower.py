@@ -23,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 
 from fuse_mlir import builtins as bi
 from fuse_mlir.diagnostics import FuseError, Loc, option_hint
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import set_location
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.resolve import (
     FLATTEN_INNER,
@@ -1105,7 +1106,7 @@ class Lowerer:
             te.MapOp(fn, [t.value for t in ops], [t.names for t in ops], out, self.ttype(dtype, out), params)
         )
         if fn == "pow" and loc is not None and dtype.kind in "iu":
-            op.attributes["loc"] = StringAttr(loc.encode())
+            set_location(op, loc)
         return TV(op.results[0], tuple(out))
 
     def lower_factor(self, f: A.Expr, proj: str, needed: set[str]) -> Val:

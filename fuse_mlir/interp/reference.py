@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.dtypes import MAP_FNS
@@ -37,8 +38,8 @@ class RunResult:
 
 
 def _loc(op: Operation) -> Loc | None:
-    attr = op.attributes.get("loc")
-    return Loc.decode(attr.data) if isinstance(attr, StringAttr) else None
+    """Where ``op`` comes from in the program (its location), for run-time errors."""
+    return source_loc(op)
 
 
 def align(arr: np.ndarray, names: Sequence[str], target: Sequence[str]) -> np.ndarray:

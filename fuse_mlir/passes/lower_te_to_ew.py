@@ -21,12 +21,13 @@ from typing import ClassVar
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import loc_text
 from fuse_mlir.interp.numpy_builtins import INT_NEGATIVE_POWER
 from fuse_mlir.passes.registry import register_pass
 from fuse_mlir.passes.scalar import Body
@@ -306,8 +307,7 @@ class TeToEw:
         dts = [i.dtype for i in ins]
         if fn == "pow" and dtype.kind in "iu" and dts[1].kind == "i":
             # NumPy refuses an integer raised to a negative integer power; so does every backend (located).
-            loc_attr = op.attributes.get("loc")
-            loc = loc_attr.data if isinstance(loc_attr, StringAttr) else ""
+            loc = loc_text(op)
 
             def checked_pow(b: Body, a: list[SSAValue]) -> SSAValue:
                 ok = b.add(arith.CmpiOp(a[1], b.const(0, dts[1]), "sge"))
@@ -509,7 +509,7 @@ class TeToEw:
         src = self.v(op.source)
         axes = op.axis_list()
         out = te.names_of(op.indices)
-        loc = op.loc.data if op.loc else ""
+        loc = loc_text(op)
         gathers = [In(self.v(g), n) for g, n in zip(op.gathers, te.names_of_each(op.gather_indices))]
         src_ext = self.ext(src)
         ext: dict[str, SSAValue] = {}
