@@ -90,9 +90,6 @@ def test_frontend_builds_typed_axes() -> None:
 def test_generic_iterators_and_kinds_are_enums() -> None:
     prog = Program("S[i] = X[i,j]\nM[i] max= X[i,j]\nexport S, M", "k.fuse")
     module = prog.lower().module
-    from fuse_mlir.ir import make_context
-    from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
-
     LowerTeToEw().apply(make_context(), module)
     kernels = [op for op in module.walk() if isinstance(op, ew.GenericOp) and "reduction" in op.iterator_list()]
     assert kernels
