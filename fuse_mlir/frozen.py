@@ -37,11 +37,12 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, ModuleOp
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.traits import IsTerminator, is_side_effect_free
 
 from fuse_mlir.dialects.elemwise import INPLACE_ATTR
+from fuse_mlir.dialects.locations import loc_text, set_location
 
 ALLOCATING_OPS = frozenset({"loop.alloc"})
 """Ops that create a fresh buffer: never merged, keyed on their position."""
@@ -51,6 +52,20 @@ Ref = tuple[str, int, int]
 """How a graph wires an operand: ("arg", k, 0) block argument k; ("free", k, 0) the k-th value from outside
 the block; ("node", i, r) result r of the graph's i-th node. Node keys use the operand node's digest instead
 of its index, so equal subexpressions are one node across graphs."""
+
+
+LOC_KEY = "loc"
+"""The name an op's known location takes among its attributes in a frozen node (see :func:`keyed_attributes`)."""
+
+
+def keyed_attributes(op: Operation) -> tuple[tuple[str, Attribute], ...]:
+    """``op``'s attributes, sorted by name, with its location (when known) as one more: locations are part of an
+    op's identity here (two checks that report different places stay two), and :func:`thaw` restores them."""
+    items = dict(op.attributes)
+    text = loc_text(op)
+    if text:
+        items[LOC_KEY] = StringAttr(text)
+    return tuple(sorted(items.items()))
 
 
 def canonical_attr(attr: Attribute) -> tuple[str, ...]:
@@ -224,7 +239,7 @@ def _anonymous_digests(
     for op in ops:  # block order: producers come first
         attrs = tuple(
             (k, canonical_attr(v))
-            for k, v in sorted([*op.attributes.items(), *op.properties.items()], key=lambda kv: kv[0])
+            for k, v in sorted([*keyed_attributes(op), *op.properties.items()], key=lambda kv: kv[0])
         )
         out[op] = _digest(
             (
@@ -337,7 +352,7 @@ def freeze_block(block: Block) -> tuple[FrozenGraph, list[SSAValue]]:
         node = FrozenNode.make(
             type(op),
             op.name,
-            tuple(sorted(op.attributes.items())),
+            keyed_attributes(op),
             tuple(sorted(op.properties.items())),
             operand_key,
             tuple(r.type for r in op.results),
@@ -378,13 +393,17 @@ def thaw(graph: FrozenGraph, free: Sequence[SSAValue] = ()) -> Block:
         for g in node.regions:
             regions.append(Region(thaw(g, inner_free_values[offset : offset + g.n_free])))
             offset += g.n_free
+        attrs = dict(node.attrs)
+        loc = attrs.pop(LOC_KEY, None)
         op = node.cls.create(
             operands=operands,
             result_types=list(node.types),
-            attributes=dict(node.attrs),
+            attributes=attrs,
             properties=dict(node.props),
             regions=regions,
         )
+        if isinstance(loc, StringAttr):
+            set_location(op, loc.data)
         block.add_op(op)
         results.append(op.results)
     return block

@@ -13,7 +13,7 @@ from weakref import WeakKeyDictionary
 
 from xdsl.context import Context
 from xdsl.dialects.arith import Arith
-from xdsl.dialects.builtin import Builtin, ModuleOp, StringAttr
+from xdsl.dialects.builtin import Builtin, FileLineColLoc, IntAttr, LocationAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import AttributeInvT
 from xdsl.parser import Parser, UnresolvedOperand
@@ -22,6 +22,7 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.utils.lexer import Span
 
 from fuse_mlir.diagnostics import FuseError, Loc, register_source
+from fuse_mlir.dialects.locations import FileLineColRange, source_loc
 from fuse_mlir.dialects.tensor_eq import TensorEq
 
 
@@ -66,6 +67,17 @@ class _LocatingParser(Parser):
         # Keyed by id; the op is kept alive alongside so the id cannot be reused.
         self.op_spans[id(op)] = (op, start)
         return op
+
+    def _parse_location(self) -> LocationAttr:
+        """MLIR's locations, and its same-line range ``"file":line:col to :endcol`` (see ``dialects.locations``)."""
+        loc = super()._parse_location()
+        if isinstance(loc, FileLineColLoc) and self.parse_optional_keyword("to") is not None:
+            self.parse_punctuation(":", " before the end column of a location range (to :col)")
+            end = self.parse_integer(False, False, " (the end column of a location range)")
+            if end <= loc.column.data:
+                self.raise_error(f"a location range must end after its start column {loc.column.data}")
+            return FileLineColRange(loc.filename, loc.line, loc.column, IntAttr(end))  # type: ignore[return-value]
+        return loc
 
     def _get_op_by_name(self, name: str) -> type[Operation]:
         try:
@@ -131,19 +143,13 @@ _OP_LOCS: WeakKeyDictionary[Operation, tuple[Span[str], str] | Loc] = WeakKeyDic
 
 
 def op_loc(op: Operation) -> Loc | None:
-    """Where ``op`` comes from: its position in parsed MLIR text, else its ``loc`` attribute, else None."""
+    """Where ``op`` comes from: its position in parsed MLIR text, else its location (``op.location``), else None."""
     entry = _OP_LOCS.get(op)
     if isinstance(entry, Loc):
         return entry
     if entry is not None:
         return span_loc(*entry)
-    attr = op.attributes.get("loc")
-    if isinstance(attr, StringAttr):
-        try:
-            return Loc.decode(attr.data)
-        except ValueError:
-            return None
-    return None
+    return source_loc(op)
 
 
 def set_op_loc(op: Operation, loc: Loc | None) -> None:

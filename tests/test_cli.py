@@ -446,7 +446,11 @@ def test_fuse_opt_stdin_fuse(work: Path, capsys: pytest.CaptureFixture[str], mon
     monkeypatch.setattr(sys, "stdin", io.StringIO(MATVEC))
     rc, out, err = run_opt(capsys, "-")
     assert rc == 0, err
-    assert "te.contract" in out and '"<stdin>:' in out
+    assert "te.contract" in out and "loc(" not in out  # locations print only with --mlir-print-debuginfo
+    monkeypatch.setattr(sys, "stdin", io.StringIO(MATVEC))
+    rc, out, err = run_opt(capsys, "-", "--mlir-print-debuginfo")
+    assert rc == 0, err
+    assert 'loc("<stdin>":' in out
 
 
 def test_fuse_opt_output_file(work: Path, capsys: pytest.CaptureFixture[str]) -> None:

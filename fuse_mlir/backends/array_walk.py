@@ -443,8 +443,8 @@ def static_meta(module: ModuleOp) -> WalkMeta:
     meta = WalkMeta()
     for op in module.body.block.ops:
         if isinstance(op, te.AccessOp):
-            for k, a in enumerate(te.names_of(op.axes)):
-                if a.startswith("$"):
+            for k, a in enumerate(op.axis_list()):
+                if a.axis_kind == te.AxisKind.GATHER:
                     meta.checks.append(
                         CheckSpec(f"gathered index {{0}} is out of range for axis {k} (extent {{1}})", _loc(op))
                     )

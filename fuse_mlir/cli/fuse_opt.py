@@ -237,33 +237,41 @@ def check_pass_names(flag: str, names: set[str]) -> None:
 
 
 def print_with_locations(module: ModuleOp, generic: bool) -> str:
-    """The module's text with ``loc("file":line:col)`` after each op whose source location is known.
+    """The module's text with a trailing ``loc(...)`` after each op whose source location is known.
 
-    Locations come from :func:`fuse_mlir.ir.op_loc`: the op's place in MLIR
-    text that fuse-opt parsed, else its ``loc`` attribute (set by the .fuse
-    lowering on sources, sinks and run-time checks). Ops without one print
-    as usual: the IR does not carry a location for every op.
+    An op's location (``op.location``: set by the .fuse lowering on sources,
+    sinks, run-time checks and the kernels holding them, or read from a
+    trailing ``loc(...)`` in parsed MLIR) comes first, else its place in the
+    MLIR text fuse-opt parsed (:func:`fuse_mlir.ir.op_loc`). Ops without one
+    print as usual: the IR does not carry a location for every op.
     """
     import io
 
     from xdsl.printer import Printer
 
+    from fuse_mlir.diagnostics import Loc
+    from fuse_mlir.dialects.locations import location_attr, source_loc
     from fuse_mlir.ir import op_loc
 
-    ends: list[tuple[int, str]] = []
+    ends: list[tuple[int, Operation]] = []
     out = io.StringIO()
 
     class _Locating(Printer):
         def print_op(self, op: Operation) -> None:
             super().print_op(op)
-            loc = op_loc(op)
-            if loc is not None and op is not module:
-                ends.append((out.tell(), f' loc("{loc.file}":{loc.line}:{loc.col})'))
+            if op is not module:
+                ends.append((out.tell(), op))
 
     _Locating(stream=out, print_generic_format=generic).print_op(module)
     text = out.getvalue()
-    for at, suffix in reversed(ends):
-        text = text[:at] + suffix + text[at:]
+    for at, op in reversed(ends):
+        loc = source_loc(op)
+        if loc is None and (at_text := op_loc(op)) is not None:
+            loc = Loc(at_text.file, at_text.line, at_text.col)  # a parse position: its first column only
+        if loc is not None:
+            shown = io.StringIO()
+            Printer(stream=shown).print_attribute(location_attr(loc))
+            text = text[:at] + " " + shown.getvalue() + text[at:]
     return text + "\n"
 
 

@@ -11,7 +11,8 @@ computation as:
   whole and read inside the body with ``ew.extract`` at computed positions
   (gathers, offsets, slices, concat). The body computes one scalar per
   result (``ew.yield``); reduction dims combine each with its kind (``kind``
-  lists them comma-separated, e.g. ``"sum,max"``). Each result is a tensor
+  lists one ``#ew.kind`` per result, e.g. ``[#ew.kind<sum>, #ew.kind<max>]``;
+  iterators are ``#ew.iterator<parallel>`` / ``#ew.iterator<reduction>``). Each result is a tensor
   over the parallel dims, in order. Several results make a fused kernel: the
   sum and the max of one expression come out of one loop nest.
 - ``ew.contract``: a sum-of-products of two float tensors kept whole so the
@@ -28,6 +29,7 @@ run-time check of a value, e.g. a negative integer exponent), ``ew.yield``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import auto
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -43,12 +45,14 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
+from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     EqAttrConstraint,
     IRDLOperation,
     attr_def,
+    irdl_attr_definition,
     irdl_op_definition,
     lazy_traits_def,
     operand_def,
@@ -59,16 +63,72 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
+from fuse_mlir.diagnostics import Loc
+from fuse_mlir.dialects.locations import set_location
 from fuse_mlir.dialects.tensor_eq import params_attr
 
-ITERATORS = ("parallel", "reduction")
+
+class IteratorType(StrEnum):
+    """What one iteration dim of an ``ew.generic`` does: index the results, or be combined away."""
+
+    PARALLEL = auto()
+    REDUCTION = auto()
+
+
+class ReductionKind(StrEnum):
+    """How a result combines its values over the reduction dims (``none``: the kernel has none)."""
+
+    NONE = auto()
+    SUM = auto()
+    PROD = auto()
+    MAX = auto()
+    MIN = auto()
+    ANY = auto()
+
+
+@irdl_attr_definition
+class IteratorTypeAttr(EnumAttribute[IteratorType]):
+    """``#ew.iterator<parallel>`` / ``#ew.iterator<reduction>`` (model: linalg's ``IteratorTypeAttr``)."""
+
+    name = "ew.iterator"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> IteratorType:
+        with parser.in_angle_brackets():
+            return super().parse_parameter(parser)
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            super().print_parameter(printer)
+
+
+@irdl_attr_definition
+class ReductionKindAttr(EnumAttribute[ReductionKind]):
+    """``#ew.kind<sum>``: one result's combiner over the reduction dims (``none`` without reduction dims)."""
+
+    name = "ew.kind"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> ReductionKind:
+        with parser.in_angle_brackets():
+            return super().parse_parameter(parser)
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            super().print_parameter(printer)
+
+
+ITERATORS = tuple(IteratorType)
 INPLACE_ATTR = "inplace"
 """The attribute the inplace pass sets on an ``ew.generic`` whose results overwrite input buffers: one input
 index per result, -1 for a fresh buffer (``GenericOp.inplace_list``)."""
-KINDS = ("none", "sum", "prod", "max", "min", "any")
+KINDS = tuple(ReductionKind)
 
 
 def is_float(t: Attribute) -> bool:
@@ -139,20 +199,18 @@ class ExtractOp(IRDLOperation):
     table = operand_def(TensorType)
     positions = var_operand_def(IndexType)
     check = opt_attr_def(StringAttr)
-    loc = opt_attr_def(StringAttr)
     result = result_def()
     traits = traits_def(Pure())
     assembly_format = "$table `[` $positions `]` attr-dict `:` type($table) `->` type($result)"
 
-    def __init__(self, table: SSAValue, positions: Sequence[SSAValue], check: str = "", loc: str = ""):
+    def __init__(self, table: SSAValue, positions: Sequence[SSAValue], check: str = "", loc: Loc | str = ""):
         t = table.type
         assert isinstance(t, TensorType)
         attrs: dict[str, Attribute] = {}
         if check:
             attrs["check"] = StringAttr(check)
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[table, list(positions)], result_types=[signless(t.element_type)], attributes=attrs)
+        set_location(self, loc)
 
     def verify_(self) -> None:
         t = self.table.type
@@ -176,15 +234,13 @@ class AssertOp(IRDLOperation):
     cond = operand_def(EqAttrConstraint(IntegerType(1)))
     value = operand_def(IntegerType)
     message = attr_def(StringAttr)
-    loc = opt_attr_def(StringAttr)
     traits = lazy_traits_def(lambda: (HasParent(GenericOp),))
     assembly_format = "$cond `,` $value attr-dict `:` type($value)"
 
-    def __init__(self, cond: SSAValue, value: SSAValue, message: str, loc: str = ""):
+    def __init__(self, cond: SSAValue, value: SSAValue, message: str, loc: Loc | str = ""):
         attrs: dict[str, Attribute] = {"message": StringAttr(message)}
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[cond, value], attributes=attrs)
+        set_location(self, loc)
 
 
 @irdl_op_definition
@@ -196,9 +252,8 @@ class GenericOp(IRDLOperation):
     tables = var_operand_def(TensorType)
     extents = var_operand_def(IndexType)
     maps = attr_def(ArrayAttr[ArrayAttr[IntegerAttr]])
-    iterators = attr_def(ArrayAttr[StringAttr])
-    kind = attr_def(StringAttr)
-    loc = opt_attr_def(StringAttr)
+    iterators = attr_def(ArrayAttr[IteratorTypeAttr])
+    kind = attr_def(ArrayAttr[ReductionKindAttr])
     body = region_def("single_block")
     outputs = var_result_def(TensorType)
     irdl_options = (AttrSizedOperandSegments(),)
@@ -218,32 +273,31 @@ class GenericOp(IRDLOperation):
         kind: str | Sequence[str],
         body: Region,
         result_type: TensorType | Sequence[TensorType],
-        loc: str = "",
+        loc: Loc | str = "",
     ):
         kinds = [kind] if isinstance(kind, str) else list(kind)
         types = [result_type] if isinstance(result_type, TensorType) else list(result_type)
         attrs: dict[str, Attribute] = {
             "maps": ArrayAttr([int_array(m) for m in maps]),
-            "iterators": ArrayAttr([StringAttr(i) for i in iterators]),
-            "kind": StringAttr(",".join(kinds)),
+            "iterators": ArrayAttr([IteratorTypeAttr(IteratorType(i)) for i in iterators]),
+            "kind": ArrayAttr([ReductionKindAttr(ReductionKind(k)) for k in kinds]),
         }
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(
             operands=[list(inputs), list(tables), list(extents)],
             result_types=[types],
             attributes=attrs,
             regions=[body],
         )
+        set_location(self, loc)
 
     @property
     def result(self) -> SSAValue:
         """The result of a single-result kernel."""
         return self.outputs[0]
 
-    def kind_list(self) -> list[str]:
-        """The combiner of each result (``kind`` holds them comma-separated, one per result)."""
-        return self.kind.data.split(",")
+    def kind_list(self) -> list[ReductionKind]:
+        """The combiner of each result (a ``StrEnum``: it compares equal to its name, e.g. ``"sum"``)."""
+        return [k.data for k in self.kind.data]
 
     def map_list(self) -> list[tuple[int, ...]]:
         return [ints_of(m) for m in self.maps.data]
@@ -255,7 +309,8 @@ class GenericOp(IRDLOperation):
             return [-1] * len(self.outputs)
         return list(ints_of(attr))
 
-    def iterator_list(self) -> list[str]:
+    def iterator_list(self) -> list[IteratorType]:
+        """Each iteration dim's iterator type (a ``StrEnum``: it compares equal to ``"parallel"``/``"reduction"``)."""
         return [s.data for s in self.iterators.data]
 
     def parallel_dims(self) -> list[int]:
@@ -264,18 +319,16 @@ class GenericOp(IRDLOperation):
     def verify_(self) -> None:
         its = self.iterator_list()
         n = len(its)
-        if any(i not in ITERATORS for i in its):
-            raise VerifyException(f"ew.generic: iterators must be parallel or reduction, got {its}")
         if len(self.extents) != n:
             raise VerifyException(f"ew.generic: {n} iteration dims but {len(self.extents)} extents")
         kinds = self.kind_list()
         if not self.outputs or len(kinds) != len(self.outputs):
-            raise VerifyException(f"ew.generic: {len(self.outputs)} results but kinds {kinds} (one per result)")
+            raise VerifyException(
+                f"ew.generic: {len(self.outputs)} results but kinds {[str(k) for k in kinds]} (one per result)"
+            )
         has_red = "reduction" in its
         for k in kinds:
-            if k not in KINDS:
-                raise VerifyException(f"ew.generic: unknown reduction kind {k!r}")
-            if has_red == (k == "none"):
+            if has_red == (k == ReductionKind.NONE):
                 raise VerifyException("ew.generic: a reduction kind is needed exactly when a dim is a reduction")
         maps = self.map_list()
         if len(maps) != len(self.inputs):
@@ -393,4 +446,8 @@ class HostCallOp(IRDLOperation):
         super().__init__(operands=[list(inputs)], result_types=[list(result_types)], attributes=attrs)
 
 
-Elemwise = Dialect("ew", [GenericOp, ContractOp, HostCallOp, YieldOp, IndexOp, ExtractOp, AssertOp], [])
+Elemwise = Dialect(
+    "ew",
+    [GenericOp, ContractOp, HostCallOp, YieldOp, IndexOp, ExtractOp, AssertOp],
+    [IteratorTypeAttr, ReductionKindAttr],
+)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from enum import auto
 
 import numpy as np
 from xdsl.dialects import arith
@@ -28,18 +29,22 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IndexType,
+    IntAttr,
     IntegerAttr,
     IntegerType,
+    NoneAttr,
     Signedness,
     StringAttr,
     TensorType,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Block, Dialect, Operation, ParametrizedAttribute, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
     attr_def,
+    irdl_attr_definition,
     irdl_op_definition,
     lazy_traits_def,
     operand_def,
@@ -50,10 +55,14 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+from fuse_mlir.diagnostics import Loc
+from fuse_mlir.dialects.locations import set_location
 
 # --------------------------------------------------------------------------
 # dtype <-> element type
@@ -193,6 +202,171 @@ def dense_value(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------
+# Access axes: how te.access reads each axis of its source
+# --------------------------------------------------------------------------
+
+
+class AxisKind(StrEnum):
+    """What one source axis of a ``te.access`` is read by."""
+
+    NAME = auto()
+    OFFSET = auto()
+    POSITION = auto()
+    SLICE = auto()
+    GATHER = auto()
+
+
+@irdl_attr_definition
+class AxisKindAttr(EnumAttribute[AxisKind]):
+    """The kind of an access axis (a parameter of ``#te.axis``; never written on its own)."""
+
+    name = "te.axis_kind"
+
+
+_AXIS_KEYWORDS = ("slice", "gather")
+"""Words that open a slice or gather axis; an index with one of these names prints quoted."""
+
+
+@irdl_attr_definition
+class AccessAxisAttr(ParametrizedAttribute):
+    """One source axis of a ``te.access``: an index name, an offset name, a position, a slice or a gather.
+
+    Printed forms (inside ``#te.axis<...>``): ``i`` (the index ``i``; names
+    that are not MLIR identifiers print quoted), ``i + 1`` / ``i - 1`` (offset;
+    zero past the ends), ``3`` (position 3), ``slice 1:?:2 as "1::2"`` (a slice
+    with absent bounds written ``?``, producing the axis named by the string)
+    and ``gather 0`` (the values of gather operand 0).
+    """
+
+    name = "te.axis"
+
+    kind: AxisKindAttr
+    index: StringAttr
+    number: IntAttr
+    bounds: ArrayAttr[Attribute]
+
+    def __init__(self, kind: AxisKind, index: str = "", number: int = 0, bounds: Sequence[int | None] = ()):
+        parts: list[Attribute] = [NoneAttr() if b is None else IntAttr(b) for b in bounds]
+        super().__init__(AxisKindAttr(kind), StringAttr(index), IntAttr(number), ArrayAttr(parts))
+
+    @classmethod
+    def named(cls, index: str) -> AccessAxisAttr:
+        """The axis is the index ``index`` (a repeated name takes a diagonal)."""
+        return cls(AxisKind.NAME, index)
+
+    @classmethod
+    def offset(cls, index: str, offset: int) -> AccessAxisAttr:
+        """The axis is read at ``index + offset``; positions past the ends read zero."""
+        return cls(AxisKind.OFFSET, index, offset)
+
+    @classmethod
+    def position(cls, position: int) -> AccessAxisAttr:
+        """The axis is fixed at ``position`` (checked against the extent at run time)."""
+        return cls(AxisKind.POSITION, "", position)
+
+    @classmethod
+    def slice(cls, start: int | None, stop: int | None, step: int | None, text: str) -> AccessAxisAttr:
+        """The axis is ``range(extent)[start:stop:step]``, producing the index named ``text``."""
+        return cls(AxisKind.SLICE, text, 0, (start, stop, step))
+
+    @classmethod
+    def gather(cls, operand: int) -> AccessAxisAttr:
+        """The axis is read at the values of gather operand ``operand``."""
+        return cls(AxisKind.GATHER, "", operand)
+
+    @property
+    def axis_kind(self) -> AxisKind:
+        return self.kind.data
+
+    @property
+    def index_name(self) -> str:
+        """The index a name, offset or slice axis produces or reads ("" for positions and gathers)."""
+        return self.index.data
+
+    @property
+    def value(self) -> int:
+        """The offset, the position or the gather operand number (0 for names and slices)."""
+        return self.number.data
+
+    def slice_bounds(self) -> tuple[int | None, int | None, int | None]:
+        """A slice's start, stop and step (None where absent)."""
+        start, stop, step = (b.data if isinstance(b, IntAttr) else None for b in self.bounds.data)
+        return start, stop, step
+
+    def verify(self) -> None:
+        kind = self.axis_kind
+        has_index = kind in (AxisKind.NAME, AxisKind.OFFSET, AxisKind.SLICE)
+        if has_index != bool(self.index_name):
+            raise VerifyException(f"#te.axis: a {kind} axis {'needs' if has_index else 'takes no'} index name")
+        if kind == AxisKind.SLICE:
+            if len(self.bounds.data) != 3 or not all(isinstance(b, IntAttr | NoneAttr) for b in self.bounds.data):
+                raise VerifyException("#te.axis: a slice has three bounds (start, stop, step), each an integer or ?")
+            if self.slice_bounds()[2] == 0:
+                raise VerifyException("#te.axis: slice step cannot be zero")
+        elif self.bounds.data:
+            raise VerifyException(f"#te.axis: only a slice axis has bounds, not a {kind} axis")
+        if kind in (AxisKind.POSITION, AxisKind.GATHER) and self.value < 0:
+            raise VerifyException(f"#te.axis: a {kind} axis needs a non-negative number, got {self.value}")
+        if kind in (AxisKind.NAME, AxisKind.SLICE) and self.value != 0:
+            raise VerifyException(f"#te.axis: a {kind} axis has no number")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            if (number := parser.parse_optional_integer(allow_boolean=False)) is not None:
+                return cls.position(number).parameters
+            if parser.parse_optional_keyword("gather") is not None:
+                operand = parser.parse_integer(False, False, " (a gather operand number, 0 or more)")
+                return cls.gather(operand).parameters
+            if parser.parse_optional_keyword("slice") is not None:
+                bounds = [_parse_bound(parser)]
+                for _ in range(2):
+                    parser.parse_punctuation(":", " between slice bounds (start:stop:step, ? where absent)")
+                    bounds.append(_parse_bound(parser))
+                parser.parse_keyword("as", " and the slice's index name after the slice bounds")
+                text = parser.parse_identifier_or_str_literal(" (the index name a slice produces)")
+                return cls.slice(*bounds, text).parameters
+            index = parser.parse_optional_identifier_or_str_literal()
+            if index is None:
+                parser.raise_error('expected an access axis: name, name + n, name - n, n, slice a:b:c as "t", gather n')
+            if (sign := parser.parse_optional_punctuation("+") or parser.parse_optional_punctuation("-")) is not None:
+                offset = parser.parse_integer(False, False, " (an offset: name + n or name - n)")
+                return cls.offset(index, offset if sign == "+" else -offset).parameters
+            return cls.named(index).parameters
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            kind = self.axis_kind
+            if kind == AxisKind.POSITION:
+                printer.print_int(self.value)
+            elif kind == AxisKind.GATHER:
+                printer.print_string(f"gather {self.value}")
+            elif kind == AxisKind.SLICE:
+                text = ":".join("?" if b is None else str(b) for b in self.slice_bounds())
+                printer.print_string(f"slice {text} as ")
+                printer.print_string_literal(self.index_name)
+            else:
+                if self.index_name in _AXIS_KEYWORDS:
+                    printer.print_string_literal(self.index_name)
+                else:
+                    printer.print_identifier_or_string_literal(self.index_name)
+                if kind == AxisKind.OFFSET:
+                    printer.print_string(f" {'-' if self.value < 0 else '+'} {abs(self.value)}")
+
+
+def _parse_bound(parser: AttrParser) -> int | None:
+    """One slice bound: an integer, or ``?`` where it is absent."""
+    if parser.parse_optional_punctuation("?") is not None:
+        return None
+    return parser.parse_integer(allow_boolean=False, allow_negative=True, context_msg=" or ? as a slice bound")
+
+
+def axis_attrs(axes: Sequence[AccessAxisAttr | str]) -> ArrayAttr[AccessAxisAttr]:
+    """An access's axes as an attribute; a plain string is an index name."""
+    return ArrayAttr([a if isinstance(a, AccessAxisAttr) else AccessAxisAttr.named(a) for a in axes])
+
+
+# --------------------------------------------------------------------------
 # Shared verification helpers
 # --------------------------------------------------------------------------
 
@@ -263,17 +437,14 @@ class SourceOp(IRDLOperation):
     result = result_def(TensorType)
     assembly_format = "$name $path attr-dict `:` type($result)"
 
-    def __init__(self, name: str, path: str, indices: Sequence[str], type: TensorType, loc: str = ""):
+    def __init__(self, name: str, path: str, indices: Sequence[str], type: TensorType, loc: Loc | str = ""):
         attrs: dict[str, Attribute] = {
             "name": StringAttr(name),
             "path": StringAttr(path),
             "indices": str_array(indices),
         }
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(result_types=[type], attributes=attrs)
-
-    loc = opt_attr_def(StringAttr)
+        set_location(self, loc)
 
     def verify_(self) -> None:
         _check_rank(self, self.result, names_of(self.indices), "result")
@@ -336,14 +507,12 @@ class SinkOp(IRDLOperation):
     path = attr_def(StringAttr)
     names = attr_def(ArrayAttr[StringAttr])
     values = var_operand_def(TensorType)
-    loc = opt_attr_def(StringAttr)
     assembly_format = "$path $values attr-dict `:` type($values)"
 
-    def __init__(self, path: str, values: Sequence[SSAValue], names: Sequence[str], loc: str = ""):
+    def __init__(self, path: str, values: Sequence[SSAValue], names: Sequence[str], loc: Loc | str = ""):
         attrs: dict[str, Attribute] = {"path": StringAttr(path), "names": str_array(names)}
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[list(values)], attributes=attrs)
+        set_location(self, loc)
 
     def verify_(self) -> None:
         if len(names_of(self.names)) != len(self.values):
@@ -443,16 +612,14 @@ class CheckDimOp(IRDLOperation):
     rhs = operand_def(IndexType)
     message = attr_def(StringAttr)
     predicate = opt_attr_def(StringAttr)
-    loc = opt_attr_def(StringAttr)
     assembly_format = "$lhs `,` $rhs attr-dict"
 
-    def __init__(self, lhs: SSAValue, rhs: SSAValue, message: str, loc: str = "", predicate: str = "eq"):
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, message: str, loc: Loc | str = "", predicate: str = "eq"):
         attrs: dict[str, Attribute] = {"message": StringAttr(message)}
         if predicate != "eq":
             attrs["predicate"] = StringAttr(predicate)
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[lhs, rhs], attributes=attrs)
+        set_location(self, loc)
 
     def predicate_name(self) -> str:
         return self.predicate.data if self.predicate else "eq"
@@ -471,22 +638,22 @@ class CheckDimOp(IRDLOperation):
 class AccessOp(NamedOp):
     """Read a tensor through index expressions: names, diagonals, offsets, positions, slices, gathers.
 
-    ``axes`` has one entry per source axis: ``i`` (a name; repeated names take
-    a diagonal), ``i+1`` / ``i-1`` (offset, zero past the ends), ``#3``
-    (position 3), ``s:a:b:c@text`` (a slice, producing the axis named
-    ``text``) or ``$0`` (the values of gather operand 0, whose axes are
-    named by ``gather_indices[0]``). Out-of-range positions
-    and gathered values are run-time errors.
+    ``axes`` has one :class:`AccessAxisAttr` per source axis: ``#te.axis<i>``
+    (a name; repeated names take a diagonal), ``#te.axis<i + 1>`` (offset,
+    zero past the ends), ``#te.axis<3>`` (position 3), ``#te.axis<slice
+    a:b:c as "text">`` (a slice, producing the axis named ``text``) or
+    ``#te.axis<gather 0>`` (the values of gather operand 0, whose axes are
+    named by ``gather_indices[0]``). Out-of-range positions and gathered
+    values are run-time errors.
     """
 
     name = "te.access"
     source = operand_def(TensorType)
     gathers = var_operand_def(TensorType)
     extents = var_operand_def(IndexType)
-    axes = attr_def(ArrayAttr[StringAttr])
+    axes = attr_def(ArrayAttr[AccessAxisAttr])
     gather_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
     indices = attr_def(ArrayAttr[StringAttr])
-    loc = opt_attr_def(StringAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(),)
@@ -495,30 +662,45 @@ class AccessOp(NamedOp):
     def __init__(
         self,
         source: SSAValue,
-        axes: Sequence[str],
+        axes: Sequence[AccessAxisAttr | str],
         indices: Sequence[str],
         result_type: TensorType,
         gathers: Sequence[SSAValue] = (),
         gather_indices: Sequence[Sequence[str]] = (),
         extents: Sequence[SSAValue] = (),
-        loc: str = "",
+        loc: Loc | str = "",
     ):
         attrs: dict[str, Attribute] = {
-            "axes": str_array(axes),
+            "axes": axis_attrs(axes),
             "gather_indices": str_array_array(gather_indices),
             "indices": str_array(indices),
         }
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[source, list(gathers), list(extents)], result_types=[result_type], attributes=attrs)
+        set_location(self, loc)
+
+    def axis_list(self) -> list[AccessAxisAttr]:
+        """How each source axis is read, in order."""
+        return list(self.axes.data)
 
     def verify_(self) -> None:
-        axes = names_of(self.axes)
-        _check_rank(self, self.source, axes, "source")
+        axes = self.axis_list()
+        t = self.source.type
+        assert isinstance(t, TensorType)
+        if t.get_num_dims() != len(axes):
+            raise VerifyException(f"te.access: source has rank {t.get_num_dims()} but {len(axes)} axes")
         self.verify_named(list(self.gathers), self.gather_indices, self.indices)
+        produced = {a.index_name for a in axes if a.axis_kind != AxisKind.POSITION and a.index_name}
+        produced.update(n for names in names_of_each(self.gather_indices) for n in names)
+        if produced != set(names_of(self.indices)):
+            raise VerifyException(
+                f"te.access: result indices {list(names_of(self.indices))} must be exactly the indices the axes "
+                f"and gathers produce {sorted(produced)}"
+            )
         for a in axes:
-            if a.startswith("$") and int(a[1:]) >= len(self.gathers):
-                raise VerifyException(f"te.access: axis {a} names a missing gather operand")
+            if a.axis_kind == AxisKind.GATHER and a.value >= len(self.gathers):
+                raise VerifyException(
+                    f"te.access: axis {a} names gather operand {a.value}, but there are {len(self.gathers)}"
+                )
 
 
 @irdl_op_definition
@@ -829,7 +1011,6 @@ class PlaceOp(NamedOp):
     positions = attr_def(ArrayAttr[IntegerAttr])
     operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
     indices = attr_def(ArrayAttr[StringAttr])
-    loc = opt_attr_def(StringAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = "$input `(` $extents `)` attr-dict `:` type($input) `->` type($result)"
@@ -842,16 +1023,15 @@ class PlaceOp(NamedOp):
         operand_indices: Sequence[str],
         indices: Sequence[str],
         result_type: TensorType,
-        loc: str = "",
+        loc: Loc | str = "",
     ):
         attrs: dict[str, Attribute] = {
             "positions": ArrayAttr([IntegerAttr(p, i64) for p in positions]),
             "operand_indices": str_array_array([operand_indices]),
             "indices": str_array(indices),
         }
-        if loc:
-            attrs["loc"] = StringAttr(loc)
         super().__init__(operands=[input, list(extents)], result_types=[result_type], attributes=attrs)
+        set_location(self, loc)
 
     def position_list(self) -> list[int]:
         return [a.value.data for a in self.positions.data]
@@ -1144,5 +1324,5 @@ TensorEq = Dialect(
         FixpointOp,
         YieldOp,
     ],
-    [],
+    [AccessAxisAttr, AxisKindAttr],
 )

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 
 from fuse_mlir import builtins as bi
 from fuse_mlir.diagnostics import FuseError, Loc, option_hint
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import set_location
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.resolve import (
     FLATTEN_INNER,
@@ -850,7 +851,7 @@ class Lowerer:
         if tab is None:
             tab = self.emit(te.ConstantOp(np.asarray(table, dtype=dtype), ["it"])).results[0]
             self._tables[key] = tab
-        at = te.AccessOp(tab, ["$0"], [], te.tensor_type(dtype, []), [self.counter], [[]])
+        at = te.AccessOp(tab, [te.AccessAxisAttr.gather(0)], [], te.tensor_type(dtype, []), [self.counter], [[]])
         return TV(self.emit(at).results[0], ())
 
     def _lower_group(self, name: str, eqs: list[tuple[int, A.Equation]]) -> None:
@@ -1047,7 +1048,7 @@ class Lowerer:
             te.MapOp(fn, [t.value for t in ops], [t.names for t in ops], out, self.ttype(dtype, out), params)
         )
         if fn == "pow" and loc is not None and dtype.kind in "iu":
-            op.attributes["loc"] = StringAttr(loc.encode())
+            set_location(op, loc)
         return TV(op.results[0], tuple(out))
 
     def lower_factor(self, f: A.Expr, proj: str, needed: set[str]) -> Val:
@@ -1138,28 +1139,28 @@ class Lowerer:
             names = [i.name for i in items]  # type: ignore[union-attr]
             if len(set(names)) == len(names):
                 return TV(base.value, tuple(names))
-        axes: list[str] = []
+        axes: list[te.AccessAxisAttr] = []
         out: dict[str, None] = {}
         gathers: list[TV] = []
         for item in items:
             match item:
                 case A.IndexName(name=n):
-                    axes.append(n)
+                    axes.append(te.AccessAxisAttr.named(n))
                     out.setdefault(n, None)
                 case A.IndexOffset(name=n, offset=o):
-                    axes.append(f"{n}{o:+d}")
+                    axes.append(te.AccessAxisAttr.offset(n, o))
                     out.setdefault(n, None)
                 case A.IndexNumber(value=v):
-                    axes.append(f"#{v}")
+                    axes.append(te.AccessAxisAttr.position(v))
                 case A.IndexSlice(start=s, stop=t, step=p, text=text):
-                    axes.append("s:" + ":".join("" if x is None else str(x) for x in (s, t, p)) + "@" + text)
+                    axes.append(te.AccessAxisAttr.slice(s, t, p, text))
                     out.setdefault(text, None)
                 case A.IndexTensor(expr=x):
                     names = free_indices(x)
                     g = self.to_names(self.lower_sum(x, names, proj, set(names)), names)
                     if g.dtype.kind not in "iu":
                         raise FuseError(f"an index tensor must hold integers, but this one is {g.dtype}", item.loc)
-                    axes.append(f"${len(gathers)}")
+                    axes.append(te.AccessAxisAttr.gather(len(gathers)))
                     gathers.append(g)
                     for n in g.names:
                         out.setdefault(n, None)

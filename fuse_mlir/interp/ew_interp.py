@@ -26,9 +26,10 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from fuse_mlir.diagnostics import FuseRuntimeError, Loc, format_details
+from fuse_mlir.diagnostics import FuseRuntimeError, format_details
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named
 from fuse_mlir.interp.reference import _HANDLERS, Interpreter, _einsum_kernel
@@ -141,7 +142,7 @@ class EwInterpreter(Interpreter):
                         bad = (p < 0) | (p >= table.shape[k])
                         if np.any(bad):
                             first = int(np.broadcast_to(p, bad.shape)[bad].flat[0])
-                            loc = Loc.decode(inner.loc.data) if inner.loc and inner.loc.data else None
+                            loc = source_loc(inner)
                             raise FuseRuntimeError(format_details(inner.check.data, first, table.shape[k]), loc)
                 if table.size == 0:
                     local[inner.results[0]] = np.zeros(broadcast_shape(*[p.shape for p in pos]), table.dtype)
@@ -159,7 +160,7 @@ class EwInterpreter(Interpreter):
                 ok = np.broadcast_to(np.asarray(val(inner.cond), dtype=bool), ext)
                 if not ok.all():
                     first = int(np.broadcast_to(np.asarray(val(inner.value)), ext)[~ok].flat[0])
-                    loc = Loc.decode(inner.loc.data) if inner.loc and inner.loc.data else None
+                    loc = source_loc(inner)
                     raise FuseRuntimeError(format_details(inner.message.data, first, 0), loc)
                 continue
             local[inner.results[0]] = _scalar_op(inner, [val(o) for o in inner.operands])

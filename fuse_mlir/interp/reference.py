@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.dtypes import MAP_FNS
@@ -29,8 +30,8 @@ from fuse_mlir.lowered import RunResult
 
 
 def _loc(op: Operation) -> Loc | None:
-    attr = op.attributes.get("loc")
-    return Loc.decode(attr.data) if isinstance(attr, StringAttr) else None
+    """Where ``op`` comes from in the program (its location), for run-time errors."""
+    return source_loc(op)
 
 
 def align(arr: np.ndarray, names: Sequence[str], target: Sequence[str]) -> np.ndarray:
@@ -96,7 +97,6 @@ def access_plan(
     checked against each other here, from shapes alone, so every backend that
     walks tensor_eq reports the same errors.
     """
-    axes = te.names_of(op.axes)
     out = te.names_of(op.indices)
     gnames = te.names_of_each(op.gather_indices)
     ext: dict[str, int] = {}
@@ -107,25 +107,22 @@ def access_plan(
         ext[name] = n
 
     parsed: list[AccessAxis] = []
-    for k, a in enumerate(axes):
+    for k, a in enumerate(op.axis_list()):
         n = src_shape[k]
-        if a.startswith("#"):
-            parsed.append(("pos", int(a[1:])))
-        elif a.startswith("s:"):
-            spec, text = a[2:].split("@", 1)
-            parts = [int(x) if x else None for x in spec.split(":")]
-            r = range(n)[slice(*parts)]
-            set_ext(text, len(r), f"slice {text}")
-            parsed.append(("slice", (text, r)))
-        elif a.startswith("$"):
-            parsed.append(("gather", int(a[1:])))
-        elif "+" in a or (a.count("-") and a.rsplit("-", 1)[1].isdigit()):
-            sep = "+" if "+" in a else "-"
-            name, off = a.rsplit(sep, 1)
-            parsed.append(("offset", (name, int(off) if sep == "+" else -int(off))))
-        else:
-            set_ext(a, n, f"axis {k}")
-            parsed.append(("name", a))
+        match a.axis_kind:
+            case te.AxisKind.POSITION:
+                parsed.append(("pos", a.value))
+            case te.AxisKind.SLICE:
+                r = range(n)[slice(*a.slice_bounds())]
+                set_ext(a.index_name, len(r), f"slice {a.index_name}")
+                parsed.append(("slice", (a.index_name, r)))
+            case te.AxisKind.GATHER:
+                parsed.append(("gather", a.value))
+            case te.AxisKind.OFFSET:
+                parsed.append(("offset", (a.index_name, a.value)))
+            case _:
+                set_ext(a.index_name, n, f"axis {k}")
+                parsed.append(("name", a.index_name))
     for k, (kind, val) in enumerate(parsed):
         if kind == "offset" and val[0] not in ext:
             ext[val[0]] = src_shape[k]

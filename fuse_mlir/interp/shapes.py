@@ -38,24 +38,18 @@ def extents_by_name(pairs: Sequence[tuple[Sequence[str], Shape]]) -> dict[str, i
 def access_extents(op: te.AccessOp, src: Shape, gathers: Sequence[Shape]) -> dict[str, int]:
     """The extent of every index an access produces, given its source and gather operand shapes."""
     ext: dict[str, int] = {}
-    for k, a in enumerate(te.names_of(op.axes)):
-        if a.startswith("s:"):
-            spec, text = a[2:].split("@", 1)
-            parts = [int(x) if x else None for x in spec.split(":")]
-            ext.setdefault(text, len(range(src[k])[slice(*parts)]))
-        elif a.startswith(("#", "$")):
-            continue
-        elif "+" in a or (a.count("-") and a.rsplit("-", 1)[1].isdigit()):
-            continue
-        else:
-            ext.setdefault(a, src[k])
+    axes = op.axis_list()
+    for k, a in enumerate(axes):
+        if a.axis_kind == te.AxisKind.SLICE:
+            ext.setdefault(a.index_name, len(range(src[k])[slice(*a.slice_bounds())]))
+        elif a.axis_kind == te.AxisKind.NAME:
+            ext.setdefault(a.index_name, src[k])
     for names, shape in zip(te.names_of_each(op.gather_indices), gathers):
         for n, s in zip(names, shape):
             ext.setdefault(n, s)
-    for k, a in enumerate(te.names_of(op.axes)):
-        if "+" in a or (a.count("-") and a.rsplit("-", 1)[1].isdigit()):
-            sep = "+" if "+" in a else "-"
-            ext.setdefault(a.rsplit(sep, 1)[0], src[k])
+    for k, a in enumerate(axes):
+        if a.axis_kind == te.AxisKind.OFFSET:
+            ext.setdefault(a.index_name, src[k])
     return ext
 
 

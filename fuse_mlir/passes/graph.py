@@ -13,6 +13,7 @@ deterministic.
 from __future__ import annotations
 
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr
+from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult
 
 _LABEL_ATTRS = ("name", "fn", "kind", "sym_name", "callee")
@@ -34,6 +35,8 @@ def op_label(op: Operation) -> str:
         attr = _attr(op, key)
         if isinstance(attr, StringAttr):
             return f'{op.name} "{attr.data}"'
+        if isinstance(attr, ArrayAttr) and attr.data and all(isinstance(a, EnumAttribute) for a in attr.data):
+            return f'{op.name} "{",".join(str(a.data) for a in attr.data)}"'  # ew.generic's kinds
         if attr is not None and key in ("sym_name", "callee"):
             return f"{op.name} {attr}"
     return op.name

@@ -58,6 +58,7 @@ from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.abi import ArgEntry, ErrorEntry, HostCallEntry, LoopAbi, ResultEntry
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
+from fuse_mlir.dialects.locations import loc_text
 from fuse_mlir.passes.registry import register_pass
 
 I1 = IntegerType(1)
@@ -527,7 +528,7 @@ class EwToLoop:
         pred = op.predicate.data if op.predicate else "eq"
         if pred not in ("eq", "lt"):
             raise FuseError(f"lower-ew-to-loop: unknown te.check_dim predicate {pred!r}")
-        code = self.error(op.message.data, op.loc.data if op.loc else "")
+        code = self.error(op.message.data, loc_text(op))
         self.emit(loop.CheckOp(self.val(arith.CmpiOp(a, b, "eq" if pred == "eq" else "slt")), a, b, code))
 
     def lower_generic(self, op: ew.GenericOp) -> list[SSAValue]:
@@ -630,7 +631,7 @@ class EwToLoop:
     def assertion(self, op: ew.AssertOp, codes: dict[Operation, int]) -> None:
         """``loop.check`` of the condition, reporting the value (as an index) and 0."""
         if op not in codes:
-            codes[op] = self.error(op.message.data, op.loc.data if op.loc else "")
+            codes[op] = self.error(op.message.data, loc_text(op))
         value = self.mapped(op.value)
         as_index = self.val(arith.IndexCastOp(value, INDEX))
         self.emit(loop.CheckOp(self.mapped(op.cond), as_index, self.index(0), codes[op]))
@@ -641,7 +642,7 @@ class EwToLoop:
         pos = [self.mapped(p) for p in op.positions]
         if op.check is not None:
             if op not in codes:
-                codes[op] = self.error(op.check.data, op.loc.data if op.loc else "")
+                codes[op] = self.error(op.check.data, loc_text(op))
             for axis, p in enumerate(pos):
                 n = self.buffer_dim(buf, axis)
                 self.emit(loop.CheckOp(self.val(arith.CmpiOp(p, n, "ult")), p, n, codes[op]))
@@ -731,7 +732,7 @@ class EwToLoop:
             self.emit(loop.ResultOp(self.mapped(v), slot, name))
 
     def lower_sink(self, op: te.SinkOp) -> None:
-        loc = StringAttr(op.loc.data if op.loc else "")
+        loc = StringAttr(loc_text(op))
         for name, v in zip(te.names_of(op.names), op.values):
             slot = self.n_exports + len(self.sinks)
             self.sinks.append(ResultEntry(op.path.data, "sink", name, loc.data, self.n_sinks))

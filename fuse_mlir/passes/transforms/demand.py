@@ -10,7 +10,6 @@ through maps, contractions over other indices, group sums and plain reads.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,7 +25,6 @@ from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
 
 _EXTENT_OPS = (te.DimOp, te.SliceLenOp)
-_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_']*\Z")
 
 
 def defining_value(module: ModuleOp, name: str) -> SSAValue | None:
@@ -114,13 +112,10 @@ class _Selector:
         return new.results[0]
 
     def _gather(self, v: SSAValue, pos: int) -> SSAValue:
-        # A value's own names may be place positions (#0) or slice texts, which te.access would read as
-        # positions, slices or offsets: then name the axes d0, d1, ... instead.
+        # A value's own names may be place positions (#0) or slice texts: typed axes keep them plain names.
         names = own_names(v)
-        if not all(_PLAIN.match(n) for n in names):
-            names = tuple(f"d{k}" for k in range(len(names)))
         a = names[pos]
-        axes = [("$0" if k == pos else n) for k, n in enumerate(names)]
+        axes = [te.AccessAxisAttr.gather(0) if k == pos else te.AccessAxisAttr.named(n) for k, n in enumerate(names)]
         op = te.AccessOp(
             v,
             axes,
@@ -171,10 +166,10 @@ class _Selector:
             case te.CastOp():
                 new = te.CastOp(self.select(op.input, pos), out, rt)
             case te.AccessOp():
-                axes = te.names_of(op.axes)
+                axes = op.axis_list()
                 gathered = {n for ns in te.names_of_each(op.gather_indices) for n in ns}
-                plain = [k for k, x in enumerate(axes) if x == a]
-                shifted = any(x.startswith(a + "+") or x.startswith(a + "-") for x in axes)
+                plain = [k for k, x in enumerate(axes) if x == te.AccessAxisAttr.named(a)]
+                shifted = any(x.axis_kind == te.AxisKind.OFFSET and x.index_name == a for x in axes)
                 if len(plain) != 1 or a in gathered or shifted:
                     return None
                 src = self.select(op.source, plain[0])

@@ -68,7 +68,7 @@ class Freeze(FusePass):
 builtin.module {
   %x = te.input "X" {indices = ["i"]} : tensor<?xf64>
   %n = te.dim %x, 0 : i64 : tensor<?xf64>
-  %y = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %y = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%a: f64):
     %e1 = math.exp %a : f64
     %e2 = math.exp %a : f64

@@ -238,16 +238,16 @@ class Fuse(FusePass):
 builtin.module {
   %x = te.input "X" {indices = ["i"]} : tensor<?xf64>
   %n = te.dim %x, 0 : i64 : tensor<?xf64>
-  %e = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %e = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%a: f64):
     %y = math.exp %a : f64
     ew.yield %y : f64
   }
-  %s = ew.generic ins(%e : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["reduction"], kind = "sum"} -> tensor<f64> {
+  %s = ew.generic ins(%e : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<f64> {
   ^bb0(%b: f64):
     ew.yield %b : f64
   }
-  %m = ew.generic ins(%e : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["reduction"], kind = "max"} -> tensor<f64> {
+  %m = ew.generic ins(%e : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<reduction>], kind = [#ew.kind<max>]} -> tensor<f64> {
   ^bb0(%c: f64):
     ew.yield %c : f64
   }

@@ -155,12 +155,12 @@ class Inplace(FusePass):
 builtin.module {
   %x = te.input "X" {indices = ["i"]} : tensor<?xf64>
   %n = te.dim %x, 0 : i64 : tensor<?xf64>
-  %e = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %e = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%a: f64):
     %y = math.exp %a : f64
     ew.yield %y : f64
   }
-  %s = ew.generic ins(%e : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %s = ew.generic ins(%e : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%b: f64):
     %z = arith.addf %b, %b : f64
     ew.yield %z : f64

@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, SSAValue
 
 from fuse_mlir.dialects import elemwise as ew
+from fuse_mlir.dialects.locations import loc_text
 
 
 class _Operands:
@@ -113,7 +114,7 @@ def inline_producer(
         kinds,
         region,
         types,  # type: ignore[arg-type]
-        consumer.loc.data if consumer.loc else "",
+        loc_text(consumer),
     )
 
 
@@ -140,5 +141,5 @@ def merge_siblings(first: ew.GenericOp, second: ew.GenericOp) -> ew.GenericOp:
         first.kind_list() + second.kind_list(),
         region,
         types,
-        first.loc.data if first.loc else (second.loc.data if second.loc else ""),
+        loc_text(first) or loc_text(second),
     )

@@ -9,12 +9,12 @@
 builtin.module {
   %x = te.input "X" {indices = ["i"]} : tensor<?xf64>
   %n = te.dim %x, 0 : i64 : tensor<?xf64>
-  %a = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %a = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%v: f64):
     %e = math.exp %v : f64
     ew.yield %e : f64
   }
-  %b = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %b = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%w: f64):
     %f = math.exp %w : f64
     ew.yield %f : f64
@@ -33,22 +33,22 @@ builtin.module {
 builtin.module {
   %x = te.input "X" {indices = ["i"]} : tensor<?xf64>
   %n = te.dim %x, 0 : i64 : tensor<?xf64>
-  %p = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %p = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%v: f64):
     %e = math.exp %v : f64
     ew.yield %e : f64
   }
-  %q = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %q = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%v: f64):
     %e = math.exp %v : f64
     ew.yield %e : f64
   }
-  %r = ew.generic ins(%p : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none", inplace = [0]} -> tensor<?xf64> {
+  %r = ew.generic ins(%p : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>], inplace = [0]} -> tensor<?xf64> {
   ^bb0(%v: f64):
     %e = arith.addf %v, %v : f64
     ew.yield %e : f64
   }
-  %s = ew.generic ins(%q : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none", inplace = [0]} -> tensor<?xf64> {
+  %s = ew.generic ins(%q : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>], inplace = [0]} -> tensor<?xf64> {
   ^bb0(%v: f64):
     %e = arith.mulf %v, %v : f64
     ew.yield %e : f64

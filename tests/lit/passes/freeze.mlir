@@ -10,20 +10,20 @@
 builtin.module {
   %x = te.input "X" {indices = ["i"]} : tensor<?xf64>
   %n = te.dim %x, 0 : i64 : tensor<?xf64>
-  %a = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %a = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%v: f64):
     %e1 = math.exp %v : f64
     %e2 = math.exp %v : f64
     %p = arith.mulf %e1, %e2 : f64
     ew.yield %p : f64
   }
-  %b = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %b = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%other: f64):
     %f = math.exp %other : f64
     %q = arith.mulf %f, %f : f64
     ew.yield %q : f64
   }
-  %c = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+  %c = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {maps = [[0]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
   ^bb0(%other: f64):
     %f = math.exp %other : f64
     %q = arith.addf %f, %f : f64

@@ -14,19 +14,9 @@ from xdsl.ir import SSAValue
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import loc_text
 from fuse_mlir.passes.conversions.te_to_ew.lowering import In, TeLowering, TeOpPattern
 from fuse_mlir.passes.scalar import Body
-
-
-def offset_base(a: str) -> tuple[str, int]:
-    """An access axis ``name``, ``name+k`` or ``name-k`` split into the name and the offset."""
-    if "+" in a:
-        name, off = a.rsplit("+", 1)
-        return name, int(off)
-    if "-" in a and a.rsplit("-", 1)[1].isdigit():
-        name, off = a.rsplit("-", 1)
-        return name, -int(off)
-    return a, 0
 
 
 def slice_start(lo: TeLowering, n: SSAValue, start: int | None, step: int) -> SSAValue:
@@ -61,47 +51,46 @@ class LowerAccess(TeOpPattern):
     def lower(self, op: te.AccessOp) -> SSAValue:
         lo = self.lo
         src = op.source
-        axes = te.names_of(op.axes)
+        axes = op.axis_list()
         out = te.names_of(op.indices)
-        loc = op.loc.data if op.loc else ""
+        loc = loc_text(op)
         gathers = [In(g, n) for g, n in zip(op.gathers, te.names_of_each(op.gather_indices))]
         src_ext = lo.ext(src)
         ext: dict[str, SSAValue] = {}
         starts: dict[int, tuple[SSAValue, int]] = {}
         for k, a in enumerate(axes):
-            if a.startswith("s:"):
-                spec, text = a[2:].split("@", 1)
-                parts = [int(x) if x else None for x in spec.split(":")]
-                ext.setdefault(text, lo.emit(te.SliceLenOp(src_ext[k], *parts)).results[0])
+            if a.axis_kind == te.AxisKind.SLICE:
+                parts = a.slice_bounds()
+                ext.setdefault(a.index_name, lo.emit(te.SliceLenOp(src_ext[k], *parts)).results[0])
                 step = parts[2] if parts[2] is not None else 1
                 starts[k] = (slice_start(lo, src_ext[k], parts[0], step), step)
-            elif not (a.startswith("#") or a.startswith("$")):
-                ext.setdefault(offset_base(a)[0], src_ext[k])
+            elif a.axis_kind in (te.AxisKind.NAME, te.AxisKind.OFFSET):
+                ext.setdefault(a.index_name, src_ext[k])
         ext = lo.name_extents(gathers, ext)
         dtype = te.dtype_of(op.result)
         for k, a in enumerate(axes):
-            if a.startswith("#"):
+            if a.axis_kind == te.AxisKind.POSITION:
                 # Checked before the kernel, once: an error whether or not the kernel's loop space is empty.
-                position = lo.index(int(a[1:]))
+                position = lo.index(a.value)
                 message = f"position {{0}} is out of range for axis {k} (extent {{1}})"
                 lo.emit(te.CheckDimOp(position, src_ext[k], message, loc, "lt"))
-        checked = any(a.startswith("$") for a in axes)
+        checked = any(a.axis_kind == te.AxisKind.GATHER for a in axes)
 
         def body(b: Body, args, tables, idx):
             positions: list[SSAValue] = []
             valid: SSAValue | None = None
             for k, a in enumerate(axes):
-                if a.startswith("#"):
-                    positions.append(b.index(int(a[1:])))
-                elif a.startswith("$"):
-                    g = int(a[1:])
+                if a.axis_kind == te.AxisKind.POSITION:
+                    positions.append(b.index(a.value))
+                elif a.axis_kind == te.AxisKind.GATHER:
+                    g = a.value
                     positions.append(b.to_index(args[g], gathers[g].dtype))
-                elif a.startswith("s:"):
+                elif a.axis_kind == te.AxisKind.SLICE:
                     s0, step = starts[k]
-                    i = idx(a[2:].split("@", 1)[1])
+                    i = idx(a.index_name)
                     positions.append(b.add(arith.AddiOp(s0, b.add(arith.MuliOp(i, b.index(step))))))
                 else:
-                    base, off = offset_base(a)
+                    base, off = a.index_name, a.value
                     i = idx(base)
                     if not off:
                         positions.append(i)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import SSAValue
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import loc_text
 from fuse_mlir.interp.numpy_builtins import INT_NEGATIVE_POWER
 from fuse_mlir.passes.conversions.te_to_ew.lowering import In, TeOpPattern
 from fuse_mlir.passes.scalar import Body
@@ -28,8 +28,7 @@ class LowerMap(TeOpPattern):
         dts = [i.dtype for i in ins]
         if fn == "pow" and dtype.kind in "iu" and dts[1].kind == "i":
             # NumPy refuses an integer raised to a negative integer power; so does every backend (located).
-            loc_attr = op.attributes.get("loc")
-            loc = loc_attr.data if isinstance(loc_attr, StringAttr) else ""
+            loc = loc_text(op)
 
             def checked_pow(b: Body, a: list[SSAValue]) -> SSAValue:
                 ok = b.add(arith.CmpiOp(a[1], b.const(0, dts[1]), "sge"))

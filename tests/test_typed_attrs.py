@@ -1,0 +1,133 @@
+"""Typed IR attributes: te.access axes, ew.generic iterators and kinds, and source locations as MLIR locations."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
+from xdsl.dialects.builtin import FileLineColLoc, UnknownLoc
+from xdsl.utils.exceptions import VerifyException
+
+from fuse_mlir.cli.fuse_opt import print_with_locations
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
+from fuse_mlir.dialects import elemwise as ew
+from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import FileLineColRange, decode_location, location_attr
+from fuse_mlir.interp.reference import run_module
+from fuse_mlir.ir import make_context, parse_mlir
+from fuse_mlir.program import Program, print_module
+
+AXES = [
+    (te.AccessAxisAttr.named("i"), "#te.axis<i>"),
+    (te.AccessAxisAttr.named("i'"), '#te.axis<"i\'">'),
+    (te.AccessAxisAttr.named("gather"), '#te.axis<"gather">'),
+    (te.AccessAxisAttr.offset("i", 2), "#te.axis<i + 2>"),
+    (te.AccessAxisAttr.offset("j", -1), "#te.axis<j - 1>"),
+    (te.AccessAxisAttr.position(3), "#te.axis<3>"),
+    (te.AccessAxisAttr.slice(None, -1, 2, ":-1:2"), '#te.axis<slice ?:-1:2 as ":-1:2">'),
+    (te.AccessAxisAttr.gather(1), "#te.axis<gather 1>"),
+]
+
+
+@pytest.mark.parametrize(("axis", "text"), AXES)
+def test_access_axis_prints_and_parses_back(axis: te.AccessAxisAttr, text: str) -> None:
+    assert str(axis) == text
+    n = 1 + (axis.axis_kind == te.AxisKind.GATHER and axis.value)
+    gathers = "\n  ".join(f'%g{k} = te.input "G{k}" {{indices = []}} : tensor<i64>' for k in range(n))
+    produced = [axis.index_name] if axis.axis_kind != te.AxisKind.POSITION and axis.index_name else []
+    g_operands = ", ".join(f"%g{k}" for k in range(n)) if axis.axis_kind == te.AxisKind.GATHER else ""
+    g_types = ", ".join("tensor<i64>" for _ in range(n)) if g_operands else ""
+    g_indices = ", ".join("[]" for _ in range(n)) if g_operands else ""
+    out = "tensor<?xf64>" if produced else "tensor<f64>"
+    indices = ", ".join(f'"{p}"' for p in produced)
+    module = parse_mlir(
+        "builtin.module {\n"
+        '  %x = te.input "X" {indices = ["d"]} : tensor<?xf64>\n'
+        + (f"  {gathers}\n" if g_operands else "")
+        + f"  %a = te.access %x[{g_operands}] () {{axes = [{text}], gather_indices = [{g_indices}], "
+        f"indices = [{indices}]}} : tensor<?xf64>[{g_types}] -> {out}\n"
+        "}\n"
+    )
+    access = next(op for op in module.walk() if isinstance(op, te.AccessOp))
+    assert access.axis_list() == [axis]
+    assert text in print_module(module)
+
+
+def test_access_axis_accessors() -> None:
+    s = te.AccessAxisAttr.slice(1, None, -2, "1::-2")
+    assert (s.axis_kind, s.index_name, s.slice_bounds()) == (te.AxisKind.SLICE, "1::-2", (1, None, -2))
+    o = te.AccessAxisAttr.offset("t", -3)
+    assert (o.axis_kind, o.index_name, o.value) == (te.AxisKind.OFFSET, "t", -3)
+    assert te.AccessAxisAttr.gather(2).value == 2 and te.AccessAxisAttr.position(0).value == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: te.AccessAxisAttr(te.AxisKind.NAME, ""), "a name axis needs index name"),
+        (lambda: te.AccessAxisAttr(te.AxisKind.POSITION, "i", 1), "a position axis takes no index name"),
+        (lambda: te.AccessAxisAttr.position(-1), "non-negative"),
+        (lambda: te.AccessAxisAttr.slice(0, 4, 0, "0:4:0"), "slice step cannot be zero"),
+        (lambda: te.AccessAxisAttr(te.AxisKind.SLICE, "s", 0, (1, 2)), "three bounds"),
+        (lambda: te.AccessAxisAttr(te.AxisKind.GATHER, "", 0, (1, 2, 3)), "only a slice axis has bounds"),
+    ],
+)
+def test_access_axis_rejects_malformed(make, message: str) -> None:
+    with pytest.raises(VerifyException, match=message):
+        make()
+
+
+def test_frontend_builds_typed_axes() -> None:
+    prog = Program("Y[i] = X[i+1] + X[0] + X[P[i]]\nZ[1::2] = X[1::2]\nexport Y, Z", "t.fuse")
+    text = prog.to_mlir()
+    for shown in ("#te.axis<i + 1>", "#te.axis<0>", "#te.axis<gather 0>", '#te.axis<slice 1:?:2 as "1::2">'):
+        assert shown in text
+    assert print_module(parse_mlir(text)) == text
+
+
+def test_generic_iterators_and_kinds_are_enums() -> None:
+    prog = Program("S[i] = X[i,j]\nM[i] max= X[i,j]\nexport S, M", "k.fuse")
+    module = prog.lower().module
+    LowerTeToEw().apply(make_context(), module)
+    kernels = [op for op in module.walk() if isinstance(op, ew.GenericOp) and "reduction" in op.iterator_list()]
+    assert kernels
+    for k in kernels:
+        assert all(isinstance(i, ew.IteratorType) for i in k.iterator_list())
+        assert all(isinstance(x, ew.ReductionKind) for x in k.kind_list())
+    assert {x for k in kernels for x in k.kind_list()} == {ew.ReductionKind.SUM, ew.ReductionKind.MAX}
+    text = print_module(module)
+    assert "#ew.iterator<reduction>" in text and "#ew.kind<max>" in text
+
+
+def test_location_attrs() -> None:
+    assert isinstance(location_attr(""), UnknownLoc) and isinstance(location_attr(None), UnknownLoc)
+    assert isinstance(location_attr(Loc("a.fuse", 2, 3)), FileLineColLoc)
+    wide = location_attr(Loc("a.fuse", 2, 3, 4))
+    assert isinstance(wide, FileLineColRange) and str(wide) == 'loc("a.fuse":2:3 to :7)'
+    assert decode_location(wide) == Loc("a.fuse", 2, 3, 4)
+    assert decode_location(location_attr("x:y.fuse:1:5:2")) == Loc("x:y.fuse", 1, 5, 2)
+
+
+def test_locations_print_only_with_debuginfo_and_survive_mlir_text() -> None:
+    """A gathered index out of range is reported at its .fuse place, also after a round trip through MLIR text."""
+    prog = Program("Y[i] = X[P[i]]\nexport Y", "g.fuse")
+    module = prog.lower().module
+    assert "loc" not in print_module(module)
+    text = print_with_locations(module, generic=False)
+    assert 'loc("g.fuse":1:8' in text
+    reparsed = parse_mlir(text, "g.mlir")
+    inputs = {"X": np.arange(3.0), "P": np.array([0, 5], dtype=np.int64)}
+    for m in (module, reparsed):
+        with pytest.raises(FuseRuntimeError) as info:
+            run_module(m, inputs, {})
+        assert info.value.loc is not None and (info.value.loc.file, info.value.loc.line) == ("g.fuse", 1)
+    again = print_with_locations(reparsed, generic=False)
+    assert re.findall(r'loc\("g\.fuse"[^)]*\)', again) == re.findall(r'loc\("g\.fuse"[^)]*\)', text)
+
+
+def test_bad_location_range_is_a_located_error() -> None:
+    with pytest.raises(FuseError, match="must end after its start column 9") as info:
+        parse_mlir('builtin.module {\n  %x = te.input "X" {indices = []} : tensor<f64> loc("p.fuse":3:9 to :4)\n}\n')
+    assert info.value.loc is not None and info.value.loc.line == 2
