@@ -100,32 +100,32 @@ builtin.module {
   %1 = te.input "B" {indices = ["j"]} : tensor<?xf64>
   %2 = te.dim %0, 0 : i64 : tensor<?x?xf64>
   %3 = te.dim %0, 1 : i64 : tensor<?x?xf64>
-  te.check_dim %2, %3 {message = "j is {1} in X[i, j] but {0} in X[j, k]", loc = "<stdin>:3:14:1"}
+  te.check_dim %2, %3 {message = "j is {1} in X[i, j] but {0} in X[j, k]"} loc("<stdin>":3:14)
   %4 = te.dim %1, 0 : i64 : tensor<?xf64>
-  te.check_dim %2, %4 {message = "j is {1} in B[j] but {0} in X[i, j]", loc = "<stdin>:1:26:1"}
+  te.check_dim %2, %4 {message = "j is {1} in B[j] but {0} in X[i, j]"} loc("<stdin>":1:26)
   %5 = te.dim %0, 0 : i64 : tensor<?x?xf64>
   %6 = te.dim %0, 1 : i64 : tensor<?x?xf64>
-  %7 = ew.generic ins(%0 : tensor<?x?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xf64> {
+  %7 = ew.generic ins(%0 : tensor<?x?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
   ^bb0(%8: f64):
     %9 = math.exp %8 : f64
     ew.yield %9 : f64
   }
   %10 = te.dim %1, 0 : i64 : tensor<?xf64>
-  %11 = ew.generic ins(%7, %1 : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64], [1 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xf64> {
+  %11 = ew.generic ins(%7, %1 : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64], [1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
   ^bb0(%12: f64, %13: f64):
     %14 = arith.addf %12, %13 : f64
     ew.yield %14 : f64
   }
-  %15 = ew.generic ins(%11 : tensor<?x?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64]], iterators = ["parallel", "reduction"], kind = "sum"} -> tensor<?xf64> {
+  %15 = ew.generic ins(%11 : tensor<?x?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
   ^bb0(%16: f64):
     ew.yield %16 : f64
   }
   %17 = ew.contract %0, %0 extents(%5, %6, %6) {maps = [[0 : i64, 2 : i64], [2 : i64, 1 : i64]], out = [0 : i64, 1 : i64]} : tensor<?x?xf64>, tensor<?x?xf64> -> tensor<?x?xf64>
-  %18 = ew.generic ins(%0 : tensor<?x?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xf64> {
+  %18 = ew.generic ins(%0 : tensor<?x?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
   ^bb0(%19: f64):
     ew.yield %19 : f64
   }
-  %20 = ew.generic ins(%0 : tensor<?x?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xf64> {
+  %20 = ew.generic ins(%0 : tensor<?x?xf64>) tables(:) extents(%5, %6) attributes {maps = [[0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
   ^bb0(%21: f64):
     ew.yield %21 : f64
   }

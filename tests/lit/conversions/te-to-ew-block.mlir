@@ -8,10 +8,10 @@
 // CHECK-NEXT:   %[[V2:[0-9]+]] = te.input "V" {indices = ["p'", "e"]} : tensor<?x?xf64>
 // CHECK-NEXT:   %[[V3:[0-9]+]] = te.dim %[[V0]], 1 : i64 : tensor<?x?xf64>
 // CHECK-NEXT:   %[[V4:[0-9]+]] = te.dim %[[V1]], 1 : i64 : tensor<?x?xf64>
-// CHECK-NEXT:   te.check_dim %[[V3]], %[[V4]] {message = "d is {1} in K[p', d] but {0} in Q[p, d]", loc = "<stdin>:1:33:1"}
+// CHECK-NEXT:   te.check_dim %[[V3]], %[[V4]] {message = "d is {1} in K[p', d] but {0} in Q[p, d]"}
 // CHECK-NEXT:   %[[V5:[0-9]+]] = te.dim %[[V1]], 0 : i64 : tensor<?x?xf64>
 // CHECK-NEXT:   %[[V6:[0-9]+]] = te.dim %[[V2]], 0 : i64 : tensor<?x?xf64>
-// CHECK-NEXT:   te.check_dim %[[V5]], %[[V6]] {message = "p' is {1} in V[p', e] but {0} in K[p', d]", loc = "<stdin>:1:39:2"}
+// CHECK-NEXT:   te.check_dim %[[V5]], %[[V6]] {message = "p' is {1} in V[p', e] but {0} in K[p', d]"}
 // CHECK-NEXT:   %[[V7:[0-9]+]] = te.dim %[[V0]], 0 : i64 : tensor<?x?xf64>
 // CHECK-NEXT:   %[[V8:[0-9]+]] = te.dim %[[V0]], 1 : i64 : tensor<?x?xf64>
 // CHECK-NEXT:   %[[V9:[0-9]+]] = te.dim %[[V1]], 0 : i64 : tensor<?x?xf64>
@@ -19,7 +19,7 @@
 // CHECK-NEXT:   %[[V11:[0-9]+]] = ew.contract %[[V0]], %[[V1]] extents(%[[V7]], %[[V9]], %[[V8]]) {maps = {{\[\[}}0 : i64, 2 : i64], [1 : i64, 2 : i64]], out = [0 : i64, 1 : i64]} : tensor<?x?xf64>, tensor<?x?xf64> -> tensor<?x?xf64>
 // CHECK-NEXT:   %[[V12:[0-9]+]] = te.dim %[[V2]], 0 : i64 : tensor<?x?xf64>
 // CHECK-NEXT:   %[[V13:[0-9]+]] = te.dim %[[V2]], 1 : i64 : tensor<?x?xf64>
-// CHECK-NEXT:   %[[V14:[0-9]+]] = ew.generic ins(%[[V11]] : tensor<?x?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xf64> {
+// CHECK-NEXT:   %[[V14:[0-9]+]] = ew.generic ins(%[[V11]] : tensor<?x?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V15:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V16:[0-9]+]] = arith.constant 1.000000e+00 : f64
 // CHECK-NEXT:     %[[V17:[0-9]+]] = arith.index_cast %[[V8]] : index to i64
@@ -29,11 +29,11 @@
 // CHECK-NEXT:     %[[V21:[0-9]+]] = arith.mulf %[[V15]], %[[V20]] : f64
 // CHECK-NEXT:     ew.yield %[[V21]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V22:[0-9]+]] = ew.generic ins(%[[V14]] : tensor<?x?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = ["parallel", "reduction"], kind = "max"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V22:[0-9]+]] = ew.generic ins(%[[V14]] : tensor<?x?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<max>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V23:[0-9]+]]: f64):
 // CHECK-NEXT:     ew.yield %[[V23]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V24:[0-9]+]] = ew.generic ins(%[[V14]], %[[V22]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = ["parallel", "reduction"], kind = "sum"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V24:[0-9]+]] = ew.generic ins(%[[V14]], %[[V22]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V25:[0-9]+]]: f64, %[[V26:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V27:[0-9]+]] = math.absf %[[V26]] : f64
 // CHECK-NEXT:     %[[V28:[0-9]+]] = arith.constant 0x7ff0000000000000 : f64
@@ -44,7 +44,7 @@
 // CHECK-NEXT:     %[[V33:[0-9]+]] = math.exp %[[V32]] : f64
 // CHECK-NEXT:     ew.yield %[[V33]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V34:[0-9]+]] = ew.generic ins(%[[V14]], %[[V22]], %[[V24]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xf64> {
+// CHECK-NEXT:   %[[V34:[0-9]+]] = ew.generic ins(%[[V14]], %[[V22]], %[[V24]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V35:[0-9]+]]: f64, %[[V36:[0-9]+]]: f64, %[[V37:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V38:[0-9]+]] = math.absf %[[V36]] : f64
 // CHECK-NEXT:     %[[V39:[0-9]+]] = arith.constant 0x7ff0000000000000 : f64
@@ -61,7 +61,7 @@
 // CHECK-NEXT:   %[[V48:[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:   %[[V49:[0-9]+]] = arith.remui %[[V8]], %[[V47]] : index
 // CHECK-NEXT:   te.check_dim %[[V49]], %[[V48]] {message = "rope needs an even feature extent (extent mod 2 is {0})"}
-// CHECK-NEXT:   %[[V50:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(%[[V0]] : tensor<?x?xf64>) extents(%[[V7]], %[[V8]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xf64> {
+// CHECK-NEXT:   %[[V50:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(%[[V0]] : tensor<?x?xf64>) extents(%[[V7]], %[[V8]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V51:[0-9]+]]: f64, %[[V52:[0-9]+]]: tensor<?x?xf64>):
 // CHECK-NEXT:     %[[V53:[0-9]+]] = ew.index 1 : i64
 // CHECK-NEXT:     %[[V54:[0-9]+]] = arith.constant 1 : index
@@ -108,10 +108,10 @@ builtin.module {
   %2 = te.input "V" {indices = ["p'", "e"]} : tensor<?x?xf64>
   %3 = te.dim %0, 1 : i64 : tensor<?x?xf64>
   %4 = te.dim %1, 1 : i64 : tensor<?x?xf64>
-  te.check_dim %3, %4 {message = "d is {1} in K[p', d] but {0} in Q[p, d]", loc = "<stdin>:1:33:1"}
+  te.check_dim %3, %4 {message = "d is {1} in K[p', d] but {0} in Q[p, d]"} loc("<stdin>":1:33)
   %5 = te.dim %1, 0 : i64 : tensor<?x?xf64>
   %6 = te.dim %2, 0 : i64 : tensor<?x?xf64>
-  te.check_dim %5, %6 {message = "p' is {1} in V[p', e] but {0} in K[p', d]", loc = "<stdin>:1:39:2"}
+  te.check_dim %5, %6 {message = "p' is {1} in V[p', e] but {0} in K[p', d]"} loc("<stdin>":1:39 to :40)
   %7 = te.block "attention" %0, %1, %2 {operand_indices = [["p", "d"], ["p'", "d"], ["p'", "e"]], indices = ["p", "e"], roles = {feature = "d", key = "p'", query = "p", value = "e"}, params = {causal = false}} : (tensor<?x?xf64>, tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<?x?xf64>
   %8 = te.group "Y" %7 {indices = ["p", "e"], boolean = false} : (tensor<?x?xf64>) -> tensor<?x?xf64>
   %9 = te.block "rope" %0 {operand_indices = [["p", "d"]], indices = ["p", "d"], roles = {feature = "d", sequence = "p"}, params = {base = 1.000000e+04 : f64}} : (tensor<?x?xf64>) -> tensor<?x?xf64>

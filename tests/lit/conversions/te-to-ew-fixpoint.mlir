@@ -5,7 +5,7 @@
 // CHECK-NEXT:   %[[V0:[0-9]+]] = te.input "B" {indices = ["i"]} : tensor<?xf64>
 // CHECK-NEXT:   %[[V1:[0-9]+]] = te.constant dense<0.000000e+00> : tensor<f64> {indices = []} : tensor<f64>
 // CHECK-NEXT:   %[[V2:[0-9]+]] = te.dim %[[V0]], 0 : i64 : tensor<?xf64>
-// CHECK-NEXT:   %[[V3:[0-9]+]] = ew.generic ins(:) tables(:) extents(%[[V2]]) attributes {maps = [], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V3:[0-9]+]] = ew.generic ins(:) tables(:) extents(%[[V2]]) attributes {maps = [], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
 // CHECK-NEXT:     %[[V4:[0-9]+]] = arith.constant 0.000000e+00 : f64
 // CHECK-NEXT:     ew.yield %[[V4]] : f64
 // CHECK-NEXT:   }
@@ -13,14 +13,14 @@
 // CHECK-NEXT:   ^bb0(%[[V8:[0-9]+]]: tensor<i64>, %[[V9:[0-9]+]]: tensor<?xf64>):
 // CHECK-NEXT:     %[[V10:[0-9]+]] = te.constant dense<5.000000e-01> : tensor<f64> {indices = []} : tensor<f64>
 // CHECK-NEXT:     %[[V11:[0-9]+]] = te.dim %[[V9]], 0 : i64 : tensor<?xf64>
-// CHECK-NEXT:     %[[V12:[0-9]+]] = ew.generic ins(%[[V9]] : tensor<?xf64>) tables(:) extents(%[[V11]]) attributes {maps = {{\[\[}}0 : i64]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+// CHECK-NEXT:     %[[V12:[0-9]+]] = ew.generic ins(%[[V9]] : tensor<?xf64>) tables(:) extents(%[[V11]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
 // CHECK-NEXT:     ^bb0(%[[V13:[0-9]+]]: f64):
 // CHECK-NEXT:       %[[V14:[0-9]+]] = arith.constant 5.000000e-01 : f64
 // CHECK-NEXT:       %[[V15:[0-9]+]] = arith.mulf %[[V13]], %[[V14]] : f64
 // CHECK-NEXT:       ew.yield %[[V15]] : f64
 // CHECK-NEXT:     }
 // CHECK-NEXT:     %[[V16:[0-9]+]] = te.dim %[[V0]], 0 : i64 : tensor<?xf64>
-// CHECK-NEXT:     %[[V17:[0-9]+]] = ew.generic ins(%[[V12]], %[[V0]] : tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V11]]) attributes {maps = {{\[\[}}0 : i64], [0 : i64]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+// CHECK-NEXT:     %[[V17:[0-9]+]] = ew.generic ins(%[[V12]], %[[V0]] : tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V11]]) attributes {maps = {{\[\[}}0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
 // CHECK-NEXT:     ^bb0(%[[V18:[0-9]+]]: f64, %[[V19:[0-9]+]]: f64):
 // CHECK-NEXT:       %[[V20:[0-9]+]] = arith.addf %[[V18]], %[[V19]] : f64
 // CHECK-NEXT:       ew.yield %[[V20]] : f64

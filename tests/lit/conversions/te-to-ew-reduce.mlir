@@ -6,11 +6,11 @@
 // CHECK-NEXT:   %[[V0:[0-9]+]] = te.input "X" {indices = ["i", "j"]} : tensor<?x?xf64>
 // CHECK-NEXT:   %[[V1:[0-9]+]] = te.dim %[[V0]], 0 : i64 : tensor<?x?xf64>
 // CHECK-NEXT:   %[[V2:[0-9]+]] = te.dim %[[V0]], 1 : i64 : tensor<?x?xf64>
-// CHECK-NEXT:   %[[V3:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = ["parallel", "reduction"], kind = "max"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V3:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<max>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V4:[0-9]+]]: f64):
 // CHECK-NEXT:     ew.yield %[[V4]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V5:[0-9]+]] = ew.generic ins(%[[V0]], %[[V3]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = ["parallel", "reduction"], kind = "sum"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V5:[0-9]+]] = ew.generic ins(%[[V0]], %[[V3]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V6:[0-9]+]]: f64, %[[V7:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V8:[0-9]+]] = math.absf %[[V7]] : f64
 // CHECK-NEXT:     %[[V9:[0-9]+]] = arith.constant 0x7ff0000000000000 : f64
@@ -21,7 +21,7 @@
 // CHECK-NEXT:     %[[V14:[0-9]+]] = math.exp %[[V13]] : f64
 // CHECK-NEXT:     ew.yield %[[V14]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V15:[0-9]+]] = ew.generic ins(%[[V5]], %[[V3]] : tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64], [0 : i64]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V15:[0-9]+]] = ew.generic ins(%[[V5]], %[[V3]] : tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V16:[0-9]+]]: f64, %[[V17:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V18:[0-9]+]] = math.log %[[V16]] : f64
 // CHECK-NEXT:     %[[V19:[0-9]+]] = math.absf %[[V17]] : f64
@@ -32,11 +32,11 @@
 // CHECK-NEXT:     %[[V24:[0-9]+]] = arith.addf %[[V18]], %[[V23]] : f64
 // CHECK-NEXT:     ew.yield %[[V24]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V25:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = ["parallel", "reduction"], kind = "max"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V25:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<max>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V26:[0-9]+]]: f64):
 // CHECK-NEXT:     ew.yield %[[V26]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V27:[0-9]+]] = ew.generic ins(%[[V0]], %[[V25]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = ["parallel", "reduction"], kind = "sum"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V27:[0-9]+]] = ew.generic ins(%[[V0]], %[[V25]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V28:[0-9]+]]: f64, %[[V29:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V30:[0-9]+]] = math.absf %[[V29]] : f64
 // CHECK-NEXT:     %[[V31:[0-9]+]] = arith.constant 0x7ff0000000000000 : f64
@@ -47,7 +47,7 @@
 // CHECK-NEXT:     %[[V36:[0-9]+]] = math.exp %[[V35]] : f64
 // CHECK-NEXT:     ew.yield %[[V36]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V37:[0-9]+]] = ew.generic ins(%[[V0]], %[[V25]], %[[V27]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xf64> {
+// CHECK-NEXT:   %[[V37:[0-9]+]] = ew.generic ins(%[[V0]], %[[V25]], %[[V27]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V38:[0-9]+]]: f64, %[[V39:[0-9]+]]: f64, %[[V40:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V41:[0-9]+]] = math.absf %[[V39]] : f64
 // CHECK-NEXT:     %[[V42:[0-9]+]] = arith.constant 0x7ff0000000000000 : f64
@@ -59,20 +59,20 @@
 // CHECK-NEXT:     %[[V48:[0-9]+]] = arith.divf %[[V47]], %[[V40]] : f64
 // CHECK-NEXT:     ew.yield %[[V48]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V49:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = ["parallel", "reduction"], kind = "sum"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V49:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V50:[0-9]+]]: f64):
 // CHECK-NEXT:     ew.yield %[[V50]] : f64
 // CHECK-NEXT:   }
 // CHECK-NEXT:   %[[V51:[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:   %[[V52:[0-9]+]] = arith.muli %[[V51]], %[[V2]] : index
-// CHECK-NEXT:   %[[V53:[0-9]+]] = ew.generic ins(%[[V49]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V53:[0-9]+]] = ew.generic ins(%[[V49]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V54:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V55:[0-9]+]] = arith.index_cast %[[V52]] : index to i64
 // CHECK-NEXT:     %[[V56:[0-9]+]] = arith.sitofp %[[V55]] : i64 to f64
 // CHECK-NEXT:     %[[V57:[0-9]+]] = arith.divf %[[V54]], %[[V56]] : f64
 // CHECK-NEXT:     ew.yield %[[V57]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V58:[0-9]+]] = ew.generic ins(%[[V0]], %[[V53]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = ["parallel", "reduction"], kind = "sum"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V58:[0-9]+]] = ew.generic ins(%[[V0]], %[[V53]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V59:[0-9]+]]: f64, %[[V60:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V61:[0-9]+]] = arith.subf %[[V59]], %[[V60]] : f64
 // CHECK-NEXT:     %[[V62:[0-9]+]] = arith.mulf %[[V61]], %[[V61]] : f64
@@ -80,14 +80,14 @@
 // CHECK-NEXT:   }
 // CHECK-NEXT:   %[[V63:[0-9]+]] = arith.constant 1 : index
 // CHECK-NEXT:   %[[V64:[0-9]+]] = arith.muli %[[V63]], %[[V2]] : index
-// CHECK-NEXT:   %[[V65:[0-9]+]] = ew.generic ins(%[[V58]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = ["parallel"], kind = "none"} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V65:[0-9]+]] = ew.generic ins(%[[V58]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V66:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V67:[0-9]+]] = arith.index_cast %[[V64]] : index to i64
 // CHECK-NEXT:     %[[V68:[0-9]+]] = arith.sitofp %[[V67]] : i64 to f64
 // CHECK-NEXT:     %[[V69:[0-9]+]] = arith.divf %[[V66]], %[[V68]] : f64
 // CHECK-NEXT:     ew.yield %[[V69]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V70:[0-9]+]] = ew.generic ins(%[[V0]], %[[V53]], %[[V65]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xf64> {
+// CHECK-NEXT:   %[[V70:[0-9]+]] = ew.generic ins(%[[V0]], %[[V53]], %[[V65]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V71:[0-9]+]]: f64, %[[V72:[0-9]+]]: f64, %[[V73:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V74:[0-9]+]] = arith.subf %[[V71]], %[[V72]] : f64
 // CHECK-NEXT:     %[[V75:[0-9]+]] = arith.constant 1.000000e-05 : f64
@@ -97,14 +97,14 @@
 // CHECK-NEXT:     ew.yield %[[V78]] : f64
 // CHECK-NEXT:   }
 // CHECK-NEXT:   %[[V79:[0-9]+]] = te.constant dense<0.000000e+00> : tensor<f64> {indices = []} : tensor<f64>
-// CHECK-NEXT:   %[[V80:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = ["parallel", "parallel"], kind = "none"} -> tensor<?x?xi8> {
+// CHECK-NEXT:   %[[V80:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xi8> {
 // CHECK-NEXT:   ^bb0(%[[V81:[0-9]+]]: f64):
 // CHECK-NEXT:     %[[V82:[0-9]+]] = arith.constant 0.000000e+00 : f64
 // CHECK-NEXT:     %[[V83:[0-9]+]] = arith.cmpf ogt, %[[V81]], %[[V82]] : f64
 // CHECK-NEXT:     %[[V84:[0-9]+]] = arith.extui %[[V83]] : i1 to i8
 // CHECK-NEXT:     ew.yield %[[V84]] : i8
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V85:[0-9]+]] = ew.generic ins(%[[V80]] : tensor<?x?xi8>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = ["parallel", "reduction"], kind = "sum"} -> tensor<?xi64> {
+// CHECK-NEXT:   %[[V85:[0-9]+]] = ew.generic ins(%[[V80]] : tensor<?x?xi8>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xi64> {
 // CHECK-NEXT:   ^bb0(%[[V86:[0-9]+]]: i8):
 // CHECK-NEXT:     %[[V87:[0-9]+]] = arith.extsi %[[V86]] : i8 to i64
 // CHECK-NEXT:     ew.yield %[[V87]] : i64
