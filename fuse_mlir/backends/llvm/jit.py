@@ -15,8 +15,8 @@ unrolling on, for the host CPU name and features (AVX2/AVX-512 where present).
 
 External symbols: the runtime registers its callbacks (``fuse_alloc``,
 ``fuse_host_call``) with :func:`register_symbol`; ``fuse_dgemm`` and
-``fuse_sgemm`` are SciPy's BLAS (``scipy.linalg.cython_blas``), registered on
-first use. Other calls (libm: ``exp``, ``tanh``, ...) resolve in the process.
+``fuse_sgemm`` are NumPy's bundled BLAS (SciPy's ``cython_blas`` when it is not
+found; :mod:`.blas`), registered on first use. Other calls (libm: ``exp``, ``tanh``, ...) resolve in the process.
 A declared function that resolves nowhere is a :class:`JitError`, never an
 abort inside LLVM.
 """
@@ -104,11 +104,9 @@ def _ensure_blas() -> None:
     with _lock:
         if "fuse_dgemm" in _symbols and "fuse_sgemm" in _symbols:
             return
-        from scipy.linalg import cython_blas
+        from .blas import register_blas
 
-        capi = cython_blas.__pyx_capi__  # type: ignore[attr-defined]
-        register_symbol("fuse_dgemm", _capsule_pointer(capi["dgemm"]))
-        register_symbol("fuse_sgemm", _capsule_pointer(capi["sgemm"]))
+        register_blas()
 
 
 _DECLARE = re.compile(r"^declare [^@\n]*@([A-Za-z_.$][\w.$]*)\(", re.MULTILINE)
