@@ -31,7 +31,7 @@ from typing import cast
 import numpy as np
 
 from fuse_mlir.diagnostics import FuseError, option_hint, warning
-from fuse_mlir.frontend.lower import MODES, STATUS_SEP, Lowered, LowerOptions
+from fuse_mlir.frontend.lowered import MODES, STATUS_SEP, Lowered, LowerOptions
 
 Schedule = float | int | tuple | Sequence[tuple[int, float]] | Callable[[int], float]
 

@@ -198,3 +198,15 @@ def parse_mlir(
     if verify:
         verify_module(module, fallback=Loc(filename, 1, 1))
     return module
+
+
+def module_text(module: Operation, generic: bool = False) -> str:
+    """MLIR text of a module (custom format unless ``generic``), ending in a newline: deterministic, so caches
+    key on it (``Lowered.te_digest``)."""
+    import io
+
+    from xdsl.printer import Printer
+
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=generic).print_op(module)
+    return out.getvalue() + "\n"

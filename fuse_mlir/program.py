@@ -9,7 +9,6 @@ specialisation.
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -18,24 +17,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.printer import Printer
 
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.frontend import ast as A
-from fuse_mlir.frontend.lower import Lowered, LowerOptions, load_sources, lower_program
+from fuse_mlir.frontend.lowered import Lowered, LowerOptions
 from fuse_mlir.frontend.parser import parse, recursion_room
 from fuse_mlir.frontend.resolve import Resolved, explain_term, free_indices, resolve, split_factors, split_terms
 
 if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
     from fuse_mlir.fixpoint import RunInfo
 
 
 def print_module(module: ModuleOp, generic: bool = False) -> str:
     """MLIR text of a module (custom format unless ``generic``)."""
-    out = io.StringIO()
-    Printer(stream=out, print_generic_format=generic).print_op(module)
-    return out.getvalue() + "\n"
+    from fuse_mlir.ir import module_text
+
+    return module_text(module, generic)
 
 
 class Program:
@@ -67,6 +66,8 @@ class Program:
     def source_arrays(self) -> dict[str, np.ndarray]:
         """The arrays of the program's source files (loaded once)."""
         if self._sources is None:
+            from fuse_mlir.frontend.lowered import load_sources
+
             self._sources = load_sources(self.resolved)
         return self._sources
 
@@ -106,22 +107,60 @@ class Program:
         self._sources = loaded
         self._lowered.clear()
 
-    def lower(self, input_dtypes: Mapping[str, Any] | None = None, options: LowerOptions | None = None) -> Lowered:
-        """The tensor_eq module for inputs of the given dtypes (float64 for any not named) and lowering options."""
+    def lower(
+        self,
+        input_dtypes: Mapping[str, Any] | None = None,
+        options: LowerOptions | None = None,
+        *,
+        warm: bool = False,
+    ) -> Lowered:
+        """The tensor_eq module for inputs of the given dtypes (float64 for any not named) and lowering options.
+
+        ``warm`` consults and fills the warm start index on disk
+        (:mod:`fuse_mlir.lowering_cache`): a lowering found there has no module
+        until one is asked for, so a warm run builds no IR at all.
+        """
         items = input_dtypes.items() if input_dtypes else ()
         key = tuple(sorted((k, np.dtype(v)) for k, v in items))  # dtypes hash by value
         if options is not None and options.mode == "single" and not options.temperature:
             options = None  # the plain single-pass lowering: one cache entry for it
         hit = self._lowered.get((key, options))
-        if hit is None:
-            with recursion_room():  # the lowering walks expressions recursively (see parser.MAX_OPERATORS)
-                hit = lower_program(self.resolved, dict(key), self.source_arrays(), options)
-            if options is not None and options.mode == "fixpoint" and options.semi_naive:
-                from fuse_mlir.passes.semi_naive import semi_naive
+        if hit is not None:
+            return hit
+        index_key = None
+        if warm:
+            from fuse_mlir import lowering_cache
 
-                semi_naive(hit.module)
-            self._lowered[(key, options)] = hit
+            index_key = lowering_cache.warm_key(self.resolved, self.source_arrays(), key, options)
+            if index_key is not None:
+                hit = lowering_cache.load(index_key, self.source_arrays(), lambda: self._lower_now(key, options).module)
+        # Kept also under the full signature it stands for (defaults filled in): the runner lowers once with no
+        # dtypes to learn the inputs, then with every input's dtype, which is then the same lowering.
+        if hit is None:
+            hit = self._lower_now(key, options)
+            full = tuple(sorted((s.name, s.dtype) for s in hit.inputs))
+            if index_key is not None:
+                lowering_cache.store(index_key, hit)
+                also = lowering_cache.warm_key(self.resolved, self.source_arrays(), full, options)
+                if full != key and also is not None:
+                    lowering_cache.store(also, hit)
+        else:
+            full = tuple(sorted((s.name, s.dtype) for s in hit.inputs))
+        self._lowered[(key, options)] = hit
+        self._lowered.setdefault((full, options), hit)
         return hit
+
+    def _lower_now(self, key: tuple, options: LowerOptions | None) -> Lowered:
+        """Lower to tensor_eq (building the IR) for the dtype signature ``key``."""
+        from fuse_mlir.frontend.lower import lower_program
+
+        with recursion_room():  # the lowering walks expressions recursively (see parser.MAX_OPERATORS)
+            lowered = lower_program(self.resolved, dict(key), self.source_arrays(), options)
+        if options is not None and options.mode == "fixpoint" and options.semi_naive:
+            from fuse_mlir.passes.semi_naive import semi_naive
+
+            semi_naive(lowered.module)
+        return lowered
 
     def to_mlir(self, input_dtypes: Mapping[str, Any] | None = None, generic: bool = False) -> str:
         """The tensor_eq module as MLIR text."""
@@ -335,11 +374,32 @@ class Runner:
         return last.trace().render(format)
 
     def _last_run(self) -> Any:
-        """The latest call's :class:`~fuse_mlir.modes.trace.LastRun` (built here for a call of the direct path)."""
+        """The latest call's :class:`~fuse_mlir.modes.trace.LastRun`, built here from what :meth:`_record` kept
+        (or the direct path's (lowered, inputs, seconds)): building it needs the module, hence xDSL."""
         if isinstance(self._last, tuple):
-            lowered, inputs, seconds = self._last
-            self._record(lowered, inputs, seconds, 0.0)
+            from fuse_mlir.modes.trace import LastRun
+
+            if len(self._last) == 3:  # the direct path: (lowered, inputs, seconds)
+                lowered, inputs, seconds = self._last
+                input_shapes, compile_seconds, shapes, op_seconds = _shapes(inputs), 0.0, None, None
+            else:
+                lowered, input_shapes, seconds, compile_seconds, shapes, op_seconds = self._last
+            self._last = LastRun(
+                lowered.module,
+                input_shapes,
+                lowered.sources,
+                seconds,
+                self.backend,
+                self.mode,
+                shapes,
+                op_seconds,
+                compile_seconds=compile_seconds,
+            )
         return self._last
+
+    def _warm(self) -> bool:
+        """Whether lowerings go through the warm start index (the backend says so: llvm with its caches on)."""
+        return bool(getattr(self.executor, "warm_start", False))
 
     def input_names(self) -> list[str]:
         return list(self._input_specs())
@@ -361,18 +421,19 @@ class Runner:
         given = dict(inputs or {})
         arrays = self._validate(given)
         t0 = time.perf_counter()
-        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
+        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options, warm=self._warm())
         lower_seconds = time.perf_counter() - t0  # ~0 once this dtype signature has been lowered
         result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds)
         self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
-        if info.groups and self._last is not None:
-            self._last.iterations = {n: g.iterations for g in info.groups for n in (g.label, *g.names)}
-            self._last.group_extra = {
+        last = self._last_run() if info.groups else None
+        if last is not None:
+            last.iterations = {n: g.iterations for g in info.groups for n in (g.label, *g.names)}
+            last.group_extra = {
                 n: {"converged": g.converged, "max_iters": g.max_iters}
                 for g in info.groups
                 for n in (g.label, *g.names)
             }
-            self._last.notes = info.explain().splitlines()
+            last.notes = info.explain().splitlines()
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)
@@ -394,8 +455,6 @@ class Runner:
         one (the llvm backend compiles or loads its kernel there) count as
         compile time; only the call itself counts as run time.
         """
-        from fuse_mlir.modes.trace import run_profiled
-
         if self.rewrite is not None:
             lowered, arrays = self.rewrite(lowered, arrays)
         shapes = op_seconds = None
@@ -406,6 +465,8 @@ class Runner:
             compile_seconds += time.perf_counter() - t0
         t0 = time.perf_counter()
         if self.profile and self.backend == "reference" and out is None:
+            from fuse_mlir.modes.trace import run_profiled
+
             result, shapes, op_seconds = run_profiled(lowered.module, arrays, lowered.sources)
         elif out is not None and not getattr(self.executor, "supports_out", False):
             result = self._run_then_fill(lowered, arrays, out)
@@ -425,20 +486,8 @@ class Runner:
         shapes: dict[Any, object] | None = None,
         op_seconds: dict[Any, float] | None = None,
     ) -> None:
-        """Remember this call for explain(): cheap (the trace itself is built when asked for)."""
-        from fuse_mlir.modes.trace import LastRun
-
-        self._last = LastRun(
-            lowered.module,
-            {k: np.shape(v) for k, v in arrays.items()},
-            lowered.sources,
-            seconds,
-            self.backend,
-            self.mode,
-            shapes,
-            op_seconds,
-            compile_seconds=compile_seconds,
-        )
+        """Remember this call for explain(): cheap (the trace, and the module it needs, are built when asked for)."""
+        self._last = (lowered, _shapes(arrays), seconds, compile_seconds, shapes, op_seconds)
 
     def _run_then_fill(self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any]) -> Any:
         """``out`` for a backend that allocates its own results: check, run, copy in."""
@@ -474,7 +523,7 @@ class Runner:
     def _input_specs(self) -> dict[str, Any]:
         specs = self._specs
         if specs is None:
-            specs = self._specs = {s.name: s for s in self.program.lower(None, self.options).inputs}
+            specs = self._specs = {s.name: s for s in self.program.lower(None, self.options, warm=self._warm()).inputs}
         return specs
 
     def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -496,6 +545,10 @@ class Runner:
             if not arr.flags.writeable or any(n != name and np.shares_memory(arr, other) for n, other in out.items()):
                 out[name] = arr.copy()
         return out
+
+
+def _shapes(arrays: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    return {k: np.shape(v) for k, v in arrays.items()}
 
 
 def coerce_input(name: str, value: Any, spec: Any) -> np.ndarray:

@@ -16,12 +16,24 @@ returned by :meth:`Target.pipeline`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fuse_mlir.diagnostics import FuseError
 
 OPT_LEVELS = ("O0", "O2")
+
+PARALLEL_MIN = 1 << 16
+"""The llvm target's default least work (iterations of a nest's loops) for which a parallel region is split across
+threads (``lower-loop-to-llvm``; here so that the runtime reads it without importing the lowering)."""
+
+
+def checked_build(value: bool | None = None) -> bool:
+    """Whether to build checked: ``value`` when given, else the ``FUSE_CHECK_BOUNDS`` environment variable."""
+    if value is not None:
+        return bool(value)
+    return os.environ.get("FUSE_CHECK_BOUNDS", "0").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from fuse_mlir.diagnostics import FuseError
-from fuse_mlir.frontend.lower import Lowered
-from fuse_mlir.interp.reference import RunResult
+from fuse_mlir.frontend.lowered import Lowered, RunResult
 
 
 class Executor(Protocol):

@@ -139,6 +139,8 @@ def load_inputs(
     ranks are ``ranks`` when given (replaced file sources), else those of the
     inputs of ``runner``'s lowering (its mode).
     """
+    if not paths:
+        return {}  # nothing to read: no need for the ranks (nor for a lowering, on a warm start)
     if ranks is None:
         target = getattr(runner, "step_runner", None) or runner  # a streaming runner's inputs are its step's
         lowered = target.program.lower(None, target.options) if target is not None else program.lower()

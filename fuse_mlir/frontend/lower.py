@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +30,15 @@ from fuse_mlir import builtins as bi
 from fuse_mlir.diagnostics import FuseError, Loc, option_hint
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frontend import ast as A
+from fuse_mlir.frontend.lowered import (  # noqa: F401 - re-exported
+    MODES,
+    STATUS_SEP,
+    FixpointGroup,
+    InputSpec,
+    Lowered,
+    LowerOptions,
+    load_sources,
+)
 from fuse_mlir.frontend.resolve import (
     FLATTEN_INNER,
     FLATTEN_OUTER,
@@ -69,65 +78,6 @@ class TV:
 
 
 Val = TV | Weak
-
-
-@dataclass
-class InputSpec:
-    """A program input: its name, rank and (specialised) dtype."""
-
-    name: str
-    rank: int
-    dtype: np.dtype
-    loc: Loc
-
-
-MODES = ("single", "fixpoint", "streaming")
-
-
-@dataclass(frozen=True)
-class LowerOptions:
-    """How a program is lowered: the evaluation mode and its settings (hashable: they key the lowering cache).
-
-    ``mode`` is ``single`` (a cycle is an error) or ``fixpoint`` (each
-    recursive group becomes a ``te.fixpoint`` iterated to convergence within
-    ``atol``/``rtol`` or ``max_iters`` runs). ``temperature`` holds, per
-    tensor, the T of ``sig(x)`` calls without one at each iteration (see
-    fuse_mlir/fixpoint.py); single-pass groups use the first entry.
-    ``semi_naive`` lets :class:`~fuse_mlir.passes.semi_naive.SemiNaive`
-    rewrite boolean recursive groups into delta rules after lowering.
-    """
-
-    mode: str = "single"
-    max_iters: int = 32
-    atol: float = 1e-6
-    rtol: float = 1e-5
-    temperature: tuple[tuple[str, tuple[float, ...]], ...] = ()
-    semi_naive: bool = True
-
-
-@dataclass(frozen=True)
-class FixpointGroup:
-    """One recursive group lowered to a ``te.fixpoint``: its label (the status export prefix) and tensors."""
-
-    label: str
-    names: tuple[str, ...]
-    max_iters: int
-
-
-STATUS_SEP = "#"
-"""Separates a fixpoint's label from its status name in hidden exports (``Anc#iterations``): no identifier has it."""
-
-
-@dataclass
-class Lowered:
-    """The result of lowering: the module plus what the runner needs to call it."""
-
-    module: ModuleOp
-    inputs: list[InputSpec]
-    exports: list[str]
-    group_order: list[str]
-    sources: dict[str, np.ndarray]
-    fixpoints: list[FixpointGroup] = field(default_factory=list)
 
 
 FACT_SUFFIXES = (".csv", ".tsv")
@@ -1496,14 +1446,3 @@ def lower_program(
     result = low.run()
     result.module.verify()
     return result
-
-
-def load_sources(prog: Resolved) -> dict[str, np.ndarray]:
-    """Load every source file of the program (relative to its folder), checking ranks."""
-    from fuse_mlir.io.sources import load_source
-
-    out = {}
-    for s in prog.sources:
-        rank = len(s.lhs.indices) if s.lhs.indices is not None else None
-        out[s.lhs.name] = load_source(s.path, Path(prog.base_dir), rank=rank, loc=s.loc, name=s.lhs.name)
-    return out

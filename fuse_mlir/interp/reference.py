@@ -13,7 +13,6 @@ from __future__ import annotations
 import string
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,17 +22,10 @@ from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.frontend.lowered import RunResult
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.dtypes import MAP_FNS
-
-
-@dataclass
-class RunResult:
-    """Exports by name and the sink writes the run asked for (performed by the caller)."""
-
-    exports: dict[str, np.ndarray]
-    sinks: list[tuple[str, Any, Loc | None]] = field(default_factory=list)
 
 
 def _loc(op: Operation) -> Loc | None:

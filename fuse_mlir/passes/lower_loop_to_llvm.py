@@ -71,6 +71,7 @@ from fuse_mlir.dialects.llvmx import FPToSIOp, FPToUIOp, UIToFPOp, mangle
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.targets import PARALLEL_MIN  # noqa: F401 - used and re-exported (defined there: no xDSL)
 
 PTR = llvm.LLVMPointerType()
 I1 = IntegerType(1)
@@ -84,8 +85,6 @@ ERR_ALLOC = -2
 """Return code of ``fuse_main`` when ``fuse_alloc`` returned NULL (``err = [ERR_ALLOC, nbytes, alloc_id]``)."""
 ERR_SIZE = -4
 """Return code of ``fuse_main`` when a buffer's byte size would pass 2^63 - 1 (``err = [ERR_SIZE, alloc_id, 0]``)."""
-PARALLEL_MIN = 1 << 16
-"""Default least work (iterations of the nest's loops) for which a parallel region is split across threads."""
 
 _NSW = IntegerAttr(llvm.OverflowAttr([llvm.OverflowFlag.NO_SIGNED_WRAP]).to_int(), 32)
 

@@ -13,7 +13,6 @@ small LLVM IR adapter that widens the integer arguments, compiled once and kept 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,22 +111,10 @@ def _address(lib: ctypes.CDLL, name: str) -> int:
 
 def _adapters(dgemm: str, sgemm: str) -> dict[str, int]:
     """Compile (or load from the disk cache) the ILP64 adapters; their addresses by name."""
-    from .diskcache import read_entry, write_entry
-    from .jit import JitError, jit_compile, load_object, target_fingerprint
+    from .jit import cached_runtime
 
     ir = _ADAPTER_IR.format(name="fuse_dgemm", blas=dgemm) + _ADAPTER_IR.format(name="fuse_sgemm", blas=sgemm)
-    key = hashlib.sha256(f"fuse-blas 1|{target_fingerprint()}\n{ir}".encode()).hexdigest()
-    entry = read_entry(key, "runtime")
-    jf = None
-    if entry is not None:
-        try:
-            jf = load_object(entry[1], tuple(entry[0]["symbols"]), name="fuse_dgemm")
-        except (JitError, KeyError, TypeError):
-            jf = None
-    if jf is None:
-        jf = jit_compile(ir, name="fuse_dgemm", opt_level=2, keep_object=True)
-        if jf.object_code is not None:
-            write_entry(key, {"symbols": list(jf.symbols)}, jf.object_code, "runtime")
+    jf = cached_runtime("fuse-blas 1", ir, "fuse_dgemm")
     _KEEP.append(jf)
     return {"fuse_dgemm": jf.address, "fuse_sgemm": jf.engine.get_function_address("fuse_sgemm")}
 

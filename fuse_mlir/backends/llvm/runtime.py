@@ -37,33 +37,24 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Attribute, SSAValue
 
 from fuse_mlir.backends.outputs import fill_out
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc, format_details
-from fuse_mlir.dialects import loop
-from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
-from fuse_mlir.passes.lower_loop_to_llvm import (
-    ERR_ALLOC,
-    ERR_HOST_CALL,
-    ERR_SIZE,
-    PARALLEL_MIN,
-    abi_layout,
-    alloc_id,
-    host_call_id,
-    lower_module,
-    reuse_table,
-)
 
 from . import arena
 from .arena import DATA_OFFSET, ERR_LAYOUT, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
-from .emit import emit_llvm_ir
-from .jit import JitFunction, emit_assembly, jit_compile, optimize_ir, register_symbol
+from .jit import JitFunction, emit_assembly, jit_units, optimize_ir, register_symbol
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import MemRefType, ModuleOp
+    from xdsl.ir import Attribute, SSAValue
+
+# xDSL, the dialects and the llvm lowering are imported inside the functions that read a module or build code:
+# a kernel rebuilt from the disk cache (KernelSpec.from_json + NativeKernel.from_parts) needs none of them.
 
 __all__ = ["KernelSpec", "NativeKernel", "host_call_impl"]
 
@@ -176,15 +167,21 @@ class HostCallSpec:
 
 
 def _dtype(t: MemRefType) -> np.dtype:
+    from fuse_mlir.dialects import tensor_eq as te
+
     return te.np_dtype(t.element_type)
 
 
 def _strs(a: Attribute) -> list[Attribute]:
+    from xdsl.dialects.builtin import ArrayAttr
+
     assert isinstance(a, ArrayAttr)
     return list(a.data)
 
 
 def _str(a: Attribute) -> str:
+    from xdsl.dialects.builtin import StringAttr
+
     assert isinstance(a, StringAttr), a
     return a.data
 
@@ -212,6 +209,12 @@ def _arg_slots(module: ModuleOp, n_slots: int, constants: Mapping[str, np.ndarra
 
 
 def _host_calls(module: ModuleOp) -> dict[int, HostCallSpec]:
+    from xdsl.dialects.builtin import DictionaryAttr, MemRefType, StringAttr
+
+    from fuse_mlir.dialects import loop
+    from fuse_mlir.dialects import tensor_eq as te
+    from fuse_mlir.passes.lower_loop_to_llvm import host_call_id
+
     table = module.attributes.get("fuse.host_calls")
     entries = _strs(table) if table is not None else []
     specs: dict[int, HostCallSpec] = {}
@@ -267,6 +270,9 @@ def _decode_loc(text: str) -> Loc | None:
 
 def _alloc_table(module: ModuleOp) -> tuple[int, list[int | None]]:
     """The number of arena slots (loop.alloc ids) and, per result slot, the alloc id of its buffer (or None)."""
+    from fuse_mlir.dialects import loop
+    from fuse_mlir.passes.lower_loop_to_llvm import alloc_id
+
     ids: dict[SSAValue, int] = {}
     n = 0
     for op in module.walk():
@@ -326,6 +332,8 @@ class KernelSpec:
 
     @classmethod
     def from_module(cls, module: ModuleOp, constants: Mapping[str, np.ndarray]) -> KernelSpec:
+        from fuse_mlir.passes.lower_loop_to_llvm import abi_layout, reuse_table
+
         layout = abi_layout(module)
         slots = _arg_slots(module, len(layout.arg_types), constants)
         if len(slots) < len(layout.arg_types):
@@ -464,8 +472,14 @@ class NativeKernel:
         *,
         keep_object: bool = False,
         threads: int = 1,
-        parallel_min: int = PARALLEL_MIN,
+        parallel_min: int | None = None,
     ):
+        from fuse_mlir.passes.lower_loop_to_llvm import PARALLEL_MIN, lower_module
+
+        from .emit import emit_llvm_units
+
+        if parallel_min is None:
+            parallel_min = PARALLEL_MIN
         install_allocator()
         t0 = time.perf_counter()
         self.module: ModuleOp | None = module
@@ -477,9 +491,13 @@ class NativeKernel:
         lowered = module.clone()
         lower_module(lowered, strict=strict, threads=threads, parallel_min=parallel_min)
         t1 = time.perf_counter()
-        self.llvm_ir: str | None = emit_llvm_ir(lowered)
+        self._llvm_module: ModuleOp | None = lowered
+        self._llvm_ir: str | None = None
+        units = emit_llvm_units(lowered)
         t2 = time.perf_counter()
-        jit = jit_compile(self.llvm_ir, opt_level=opt_level, keep_object=keep_object)
+        # Kernels at ``opt_level``; the entry (allocations, checks, calls: glue) at O1 at most, which costs less than
+        levels = [(u.ir, opt_level if k < len(units) - 1 else min(opt_level, 1)) for k, u in enumerate(units)]
+        jit = jit_units(levels, cache=keep_object)
         self._setup(spec, jit, {"lower": t1 - t0, "emit": t2 - t1, **jit.timings})
 
     @classmethod
@@ -488,7 +506,8 @@ class NativeKernel:
         install_allocator()
         self = cls.__new__(cls)
         self.module = None
-        self.llvm_ir = None
+        self._llvm_module = None
+        self._llvm_ir = None
         self.strict = strict
         self.opt_level = opt_level
         self._setup(spec, jit, dict(jit.timings))
@@ -534,10 +553,20 @@ class NativeKernel:
         """Wall time from loop-level module to machine code."""
         return sum(self.timings.values())
 
+    @property
+    def llvm_ir(self) -> str | None:
+        """The kernel's LLVM IR as one module (emitted on first use; None for a kernel loaded from the disk cache)."""
+        if self._llvm_ir is None and self._llvm_module is not None:
+            from .emit import emit_llvm_ir
+
+            self._llvm_ir = emit_llvm_ir(self._llvm_module)
+        return self._llvm_ir
+
     def _ir(self) -> str:
-        if self.llvm_ir is None:
+        ir = self.llvm_ir
+        if ir is None:
             raise FuseError("this kernel was loaded from the compile cache: its LLVM IR is not kept")
-        return self.llvm_ir
+        return ir
 
     def optimized_ir(self) -> str:
         """The LLVM IR after the optimisation pipeline (recomputed)."""
@@ -784,6 +813,8 @@ class NativeKernel:
         return "a temporary array"
 
     def _raise(self, rc: int, ctx: CallState, err: np.ndarray) -> None:
+        from fuse_mlir.passes.lower_loop_to_llvm import ERR_ALLOC, ERR_HOST_CALL, ERR_SIZE
+
         code, a, b = (int(x) for x in err)
         if ctx.error is not None:
             e = ctx.error

@@ -1,0 +1,159 @@
+"""What a lowering hands to the runner and the backends, without the IR machinery (no xDSL import).
+
+:class:`Lowered` (the tensor_eq module, built lazily on a warm start, and the
+tables the runner needs), :class:`InputSpec`, :class:`LowerOptions`,
+:class:`FixpointGroup` and :class:`RunResult` live here so that the runner, the
+llvm backend's loader and the command line can use them on a warm start
+without importing xDSL (``frontend.lower`` re-exports them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fuse_mlir.diagnostics import Loc
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from fuse_mlir.frontend.resolve import Resolved
+
+__all__ = ["MODES", "STATUS_SEP", "FixpointGroup", "InputSpec", "LowerOptions", "Lowered", "RunResult", "load_sources"]
+
+
+@dataclass
+class InputSpec:
+    """A program input: its name, rank and (specialised) dtype."""
+
+    name: str
+    rank: int
+    dtype: np.dtype
+    loc: Loc
+
+
+MODES = ("single", "fixpoint", "streaming")
+
+
+@dataclass(frozen=True)
+class LowerOptions:
+    """How a program is lowered: the evaluation mode and its settings (hashable: they key the lowering cache).
+
+    ``mode`` is ``single`` (a cycle is an error) or ``fixpoint`` (each
+    recursive group becomes a ``te.fixpoint`` iterated to convergence within
+    ``atol``/``rtol`` or ``max_iters`` runs). ``temperature`` holds, per
+    tensor, the T of ``sig(x)`` calls without one at each iteration (see
+    fuse_mlir/fixpoint.py); single-pass groups use the first entry.
+    ``semi_naive`` lets :class:`~fuse_mlir.passes.semi_naive.SemiNaive`
+    rewrite boolean recursive groups into delta rules after lowering.
+    """
+
+    mode: str = "single"
+    max_iters: int = 32
+    atol: float = 1e-6
+    rtol: float = 1e-5
+    temperature: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    semi_naive: bool = True
+
+
+@dataclass(frozen=True)
+class FixpointGroup:
+    """One recursive group lowered to a ``te.fixpoint``: its label (the status export prefix) and tensors."""
+
+    label: str
+    names: tuple[str, ...]
+    max_iters: int
+
+
+STATUS_SEP = "#"
+"""Separates a fixpoint's label from its status name in hidden exports (``Anc#iterations``): no identifier has it."""
+
+
+class Lowered:
+    """The result of lowering: the tensor_eq module plus what the runner needs to call it.
+
+    ``digest`` is the sha256 of the module's text (:meth:`te_digest`), which
+    the llvm backend keys its kernels on. A lowering read back from the warm
+    start index (:mod:`fuse_mlir.lowering_cache`) has no module yet: ``build``
+    makes it on first access of :attr:`module`, so a run whose kernel is on
+    disk never constructs IR.
+    """
+
+    __slots__ = ("_module", "inputs", "exports", "group_order", "sources", "fixpoints", "digest", "build")
+
+    def __init__(
+        self,
+        module: ModuleOp | None,
+        inputs: list[InputSpec],
+        exports: list[str],
+        group_order: list[str],
+        sources: dict[str, np.ndarray],
+        fixpoints: list[FixpointGroup] | None = None,
+        *,
+        digest: str | None = None,
+        build: Callable[[], ModuleOp] | None = None,
+    ):
+        if module is None and build is None:
+            raise ValueError("a Lowered needs its module or a function that builds it")
+        self._module = module
+        self.inputs = inputs
+        self.exports = exports
+        self.group_order = group_order
+        self.sources = sources
+        self.fixpoints = fixpoints if fixpoints is not None else []
+        self.digest = digest
+        self.build = build
+
+    @property
+    def module(self) -> ModuleOp:
+        """The tensor_eq module (built now if this lowering came from the warm start index)."""
+        if self._module is None:
+            assert self.build is not None
+            self._module = self.build()
+        return self._module
+
+    @module.setter
+    def module(self, value: ModuleOp) -> None:
+        self._module = value
+        self.digest = None
+
+    @property
+    def has_module(self) -> bool:
+        """Whether the module exists (False for a warm lowering nobody has asked the IR of)."""
+        return self._module is not None
+
+    def te_digest(self) -> str:
+        """The sha256 (hex) of the module's MLIR text: computed once, known without the module on a warm start."""
+        if self.digest is None:
+            from fuse_mlir.ir import module_text
+
+            self.digest = hashlib.sha256(module_text(self.module).encode()).hexdigest()
+        return self.digest
+
+    def __repr__(self) -> str:
+        return f"Lowered(inputs={[s.name for s in self.inputs]}, exports={self.exports}, digest={self.digest})"
+
+
+@dataclass
+class RunResult:
+    """Exports by name and the sink writes the run asked for (performed by the caller)."""
+
+    exports: dict[str, np.ndarray]
+    sinks: list[tuple[str, Any, Loc | None]] = field(default_factory=list)
+
+
+def load_sources(prog: Resolved) -> dict[str, np.ndarray]:
+    """Load every source file of the program (relative to its folder), checking ranks."""
+    from pathlib import Path
+
+    from fuse_mlir.io.sources import load_source
+
+    out = {}
+    for s in prog.sources:
+        rank = len(s.lhs.indices) if s.lhs.indices is not None else None
+        out[s.lhs.name] = load_source(s.path, Path(prog.base_dir), rank=rank, loc=s.loc, name=s.lhs.name)
+    return out
