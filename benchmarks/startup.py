@@ -3,7 +3,8 @@
 ``python -m benchmarks.startup`` measures, in fresh processes, the median wall
 time of ``python -c "import numpy"`` (the yardstick), ``python -c "import
 fuse_mlir"`` and a warm ``fuse run examples/mlp.fuse`` (its kernel and lowering
-already in a private disk cache), with the ratio of the last to the first;
+already in a private disk cache, Python's bytecode cache on as in an
+installation), with the ratio of the last to the first;
 then, in this process, the incremental recompile of a chain of matmul + bias +
 relu layers (3 equations per layer): a cold compile (empty caches), then the
 same program with one activation edited, as a fraction of the cold compile,
@@ -51,6 +52,8 @@ def startup(repeats: int) -> dict[str, float]:
     """Median wall seconds of the three commands (the warm one after one untimed run fills the cache)."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "FUSE_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
+        # As installed: bytecode cached (with PYTHONDONTWRITEBYTECODE, every process would compile the sources).
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         run = [sys.executable, "-m", "fuse_mlir", "run", "mlp.fuse"]
         _wall(run, env, ROOT / "examples")
         times: dict[str, list[float]] = {"import numpy": [], "import fuse_mlir": [], "warm fuse run mlp": []}
