@@ -167,3 +167,18 @@ def test_blas_comes_from_numpy(tmp_path: Path) -> None:
         "print('scipy' in sys.modules)"
     )
     assert _python(code, folder=tmp_path) == "False"
+
+
+def test_warm_fuse_run_builds_no_ir(tmp_path: Path) -> None:
+    """The same through ``fuse run`` with an ``--input`` file (whose rank the command reads from the lowering)."""
+    path = _program(tmp_path)
+    np.save(tmp_path / "b.npy", np.linspace(-1, 1, 6))
+    code = (
+        "import json, sys; from fuse_mlir.cli.fuse import main\n"
+        f"rc = main(['run', {str(path)!r}, '--input', 'B={tmp_path / 'b.npy'}', '--out', {str(tmp_path / 'o.npz')!r}])\n"
+        "print(json.dumps([rc, 'xdsl' in sys.modules]))"
+    )
+    assert json.loads(_python(code, folder=tmp_path)) == [0, True]  # cold: lowered and compiled
+    assert json.loads(_python(code, folder=tmp_path)) == [0, False]  # warm: no IR
+    h, p = _want(tmp_path)
+    np.testing.assert_allclose(np.load(tmp_path / "o.npz")["P"], p, rtol=1e-12)
