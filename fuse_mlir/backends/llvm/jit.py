@@ -304,7 +304,7 @@ def cached_runtime(tag: str, ir: str, name: str, fn_type: Any = FUSE_MAIN_TYPE) 
 UNIT_STATS: Counter[str] = Counter()
 """Compilation units (kernels and entries) ``compiled`` by LLVM, or ``reused`` from memory or disk: for tests."""
 
-_UNITS: dict[str, bytes] = {}  # object code by unit key, this process (bounded by _UNITS_MAX)
+_UNITS: dict[str, bytes] = {}  # object code by unit key, this process (at most _UNITS_MAX; none if FUSE_CACHE_MAX=0)
 _UNITS_MAX = 4096
 
 
@@ -347,6 +347,9 @@ def jit_units(
     defined = {n for ir, _ in units for n in _DEFINE.findall(ir)}
     symbols = tuple(sorted({s for ir, _ in units for s in _external_symbols(ir)} - defined))
     _resolve(symbols)
+    from fuse_mlir.backends.memcache import max_entries
+
+    keep = max_entries() > 0  # FUSE_CACHE_MAX=0: nothing compiled stays in memory
     timings: dict[str, float] = {}
     keys, objects = [], []
     with _lock:
@@ -364,7 +367,7 @@ def jit_units(
                     write_entry(key, {"symbols": list(_external_symbols(ir))}, obj, "units")
             else:
                 UNIT_STATS["reused"] += 1
-            if cache:
+            if cache and keep:
                 if len(_UNITS) >= _UNITS_MAX:
                     _UNITS.pop(next(iter(_UNITS)))
                 _UNITS[key] = obj
