@@ -1,13 +1,21 @@
 """fuse_mlir: a tensor-equation compiler built as a multi-level rewrite framework on xDSL."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
-from fuse_mlir.program import Program, Runner
+
+if TYPE_CHECKING:
+    from fuse_mlir.program import Program, Runner
 
 __version__ = "0.1.0"  # the package version: pyproject.toml reads it from here
 
 
 def compile(source: str, backend: str = "llvm", **options: object) -> Runner:  # noqa: A001
     """Parse ``source`` and compile it for ``backend``: shorthand for ``Program(source).compile(...)``."""
+    from fuse_mlir.program import Program
+
     return Program(source).compile(backend, **options)  # type: ignore[arg-type]
 
 
@@ -16,6 +24,12 @@ _PASS_API = ("FusePass", "PatternPass", "Pipeline", "option", "register_pass", "
 
 
 def __getattr__(name: str) -> object:
+    """``Program``, ``Runner`` and the pass API, imported on first use: ``import fuse_mlir`` stays light (no xDSL,
+    no backend, no SciPy; docs/runtime.md, start-up)."""
+    if name in ("Program", "Runner"):
+        import fuse_mlir.program
+
+        return getattr(fuse_mlir.program, name)
     if name in _PASS_API:
         import fuse_mlir.passes
 

@@ -209,7 +209,8 @@ def parse_mlir(
 
 
 def print_module(module: ModuleOp, generic: bool = False) -> str:
-    """MLIR text of a module (custom format unless ``generic``)."""
+    """MLIR text of a module (custom format unless ``generic``), ending in a newline: deterministic, so caches
+    key on it (``Lowered.te_digest``)."""
     out = io.StringIO()
     Printer(stream=out, print_generic_format=generic).print_op(module)
     return out.getvalue() + "\n"

@@ -6,14 +6,19 @@ a lowered program without importing the others (the contract layer; see the modu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
 
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+# No xDSL import at run time: a warm start (fuse_mlir.lowering_cache) builds lowerings without the IR machinery.
 
 
 @dataclass
@@ -63,16 +68,69 @@ STATUS_SEP = "#"
 """Separates a fixpoint's label from its status name in hidden exports (``Anc#iterations``): no identifier has it."""
 
 
-@dataclass
 class Lowered:
-    """The result of lowering: the module plus what the runner needs to call it."""
+    """The result of lowering: the tensor_eq module plus what the runner needs to call it.
 
-    module: ModuleOp
-    inputs: list[InputSpec]
-    exports: list[str]
-    group_order: list[str]
-    sources: dict[str, np.ndarray]
-    fixpoints: list[FixpointGroup] = field(default_factory=list)
+    ``digest`` is the sha256 of the module's text (:meth:`te_digest`), which
+    the llvm backend keys its kernels on. A lowering read back from the warm
+    start index (:mod:`fuse_mlir.lowering_cache`) has no module yet: ``build``
+    makes it on first access of :attr:`module`, so a run whose kernel is on
+    disk never constructs IR.
+    """
+
+    __slots__ = ("_module", "inputs", "exports", "group_order", "sources", "fixpoints", "digest", "build")
+
+    def __init__(
+        self,
+        module: ModuleOp | None,
+        inputs: list[InputSpec],
+        exports: list[str],
+        group_order: list[str],
+        sources: dict[str, np.ndarray],
+        fixpoints: list[FixpointGroup] | None = None,
+        *,
+        digest: str | None = None,
+        build: Callable[[], ModuleOp] | None = None,
+    ):
+        if module is None and build is None:
+            raise ValueError("a Lowered needs its module or a function that builds it")
+        self._module = module
+        self.inputs = inputs
+        self.exports = exports
+        self.group_order = group_order
+        self.sources = sources
+        self.fixpoints = fixpoints if fixpoints is not None else []
+        self.digest = digest
+        self.build = build
+
+    @property
+    def module(self) -> ModuleOp:
+        """The tensor_eq module (built now if this lowering came from the warm start index)."""
+        if self._module is None:
+            assert self.build is not None
+            self._module = self.build()
+        return self._module
+
+    @module.setter
+    def module(self, value: ModuleOp) -> None:
+        self._module = value
+        self.digest = None
+
+    @property
+    def has_module(self) -> bool:
+        """Whether the module exists (False for a warm lowering nobody has asked the IR of)."""
+        return self._module is not None
+
+    def te_digest(self) -> str:
+        """The sha256 (hex) of the module's MLIR text: computed once, known without the module on a warm start."""
+        if self.digest is None:
+            from fuse_mlir.ir import print_module
+
+            self.digest = hashlib.sha256(print_module(self.module).encode()).hexdigest()
+        return self.digest
+
+    def __repr__(self) -> str:
+        return f"Lowered(inputs={[s.name for s in self.inputs]}, exports={self.exports}, digest={self.digest})"
 
 
 @dataclass
@@ -86,8 +144,11 @@ class RunResult:
 class ProgramLowering(Protocol):
     """What a runner needs of a program: its tensor_eq lowering per input dtype signature (``Program.lower``)."""
 
-    def lower(self, input_dtypes: Mapping[str, Any] | None = None, options: LowerOptions | None = None) -> Lowered:
-        """The lowered program for inputs of these dtypes and these lowering options."""
+    def lower(
+        self, input_dtypes: Mapping[str, Any] | None = None, options: LowerOptions | None = None, *, warm: bool = False
+    ) -> Lowered:
+        """The lowered program for inputs of these dtypes and these lowering options (``warm``: through the warm
+        start index, see ``Program.lower``)."""
         ...
 
 
@@ -110,3 +171,16 @@ def coerce_input(name: str, value: Any, spec: Any) -> np.ndarray:
     # Copy only what is not C-contiguous or not aligned (a view at an odd byte offset): np.array's copy is both,
     # and keeps 0-d arrays 0-d, unlike ascontiguousarray (which does not fix alignment either).
     return arr if arr.flags.c_contiguous and arr.flags.aligned else np.array(arr, order="C")
+
+
+def load_sources(prog: Any) -> dict[str, np.ndarray]:
+    """Load every source file of a resolved program (``frontend.resolve.Resolved``; relative to its folder), checking ranks."""
+    from pathlib import Path
+
+    from fuse_mlir.io.sources import load_source
+
+    out = {}
+    for s in prog.sources:
+        rank = len(s.lhs.indices) if s.lhs.indices is not None else None
+        out[s.lhs.name] = load_source(s.path, Path(prog.base_dir), rank=rank, loc=s.loc, name=s.lhs.name)
+    return out

@@ -19,15 +19,22 @@ import numpy as np
 
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.frontend import ast as A
-from fuse_mlir.frontend.lower import load_sources, lower_program
 from fuse_mlir.frontend.parser import parse, recursion_room
 from fuse_mlir.frontend.resolve import Resolved, explain_term, free_indices, resolve, split_factors, split_terms
-from fuse_mlir.ir import print_module  # re-exported: part of the public API (fuse_mlir.program.print_module)
-from fuse_mlir.lowered import Lowered, LowerOptions
+from fuse_mlir.lowered import Lowered, LowerOptions, load_sources
 from fuse_mlir.modes.runner import Runner  # re-exported: the public API names them here
 
 if TYPE_CHECKING:
-    pass
+    from xdsl.dialects.builtin import ModuleOp
+
+# xDSL and the lowering are imported where IR is built: a warm start (fuse_mlir.lowering_cache) needs neither.
+
+
+def print_module(module: ModuleOp, generic: bool = False) -> str:
+    """MLIR text of a module (:func:`fuse_mlir.ir.print_module`; part of the public API here, imported on use)."""
+    from fuse_mlir.ir import print_module as print_ir
+
+    return print_ir(module, generic)
 
 
 class Program:
@@ -98,22 +105,60 @@ class Program:
         self._sources = loaded
         self._lowered.clear()
 
-    def lower(self, input_dtypes: Mapping[str, Any] | None = None, options: LowerOptions | None = None) -> Lowered:
-        """The tensor_eq module for inputs of the given dtypes (float64 for any not named) and lowering options."""
+    def lower(
+        self,
+        input_dtypes: Mapping[str, Any] | None = None,
+        options: LowerOptions | None = None,
+        *,
+        warm: bool = False,
+    ) -> Lowered:
+        """The tensor_eq module for inputs of the given dtypes (float64 for any not named) and lowering options.
+
+        ``warm`` consults and fills the warm start index on disk
+        (:mod:`fuse_mlir.lowering_cache`): a lowering found there has no module
+        until one is asked for, so a warm run builds no IR at all.
+        """
         items = input_dtypes.items() if input_dtypes else ()
         key = tuple(sorted((k, np.dtype(v)) for k, v in items))  # dtypes hash by value
         if options is not None and options.mode == "single" and not options.temperature:
             options = None  # the plain single-pass lowering: one cache entry for it
         hit = self._lowered.get((key, options))
-        if hit is None:
-            with recursion_room():  # the lowering walks expressions recursively (see parser.MAX_OPERATORS)
-                hit = lower_program(self.resolved, dict(key), self.source_arrays(), options)
-            if options is not None and options.mode == "fixpoint" and options.semi_naive:
-                from fuse_mlir.passes.transforms.semi_naive import semi_naive
+        if hit is not None:
+            return hit
+        index_key = None
+        if warm:
+            from fuse_mlir import lowering_cache
 
-                semi_naive(hit.module)
-            self._lowered[(key, options)] = hit
+            index_key = lowering_cache.warm_key(self.resolved, self.source_arrays(), key, options)
+            if index_key is not None:
+                hit = lowering_cache.load(index_key, self.source_arrays(), lambda: self._lower_now(key, options).module)
+        # Kept also under the full signature it stands for (defaults filled in): the runner lowers once with no
+        # dtypes to learn the inputs, then with every input's dtype, which is then the same lowering.
+        if hit is None:
+            hit = self._lower_now(key, options)
+            full = tuple(sorted((s.name, s.dtype) for s in hit.inputs))
+            if index_key is not None:
+                lowering_cache.store(index_key, hit)
+                also = lowering_cache.warm_key(self.resolved, self.source_arrays(), full, options)
+                if full != key and also is not None:
+                    lowering_cache.store(also, hit)
+        else:
+            full = tuple(sorted((s.name, s.dtype) for s in hit.inputs))
+        self._lowered[(key, options)] = hit
+        self._lowered.setdefault((full, options), hit)
         return hit
+
+    def _lower_now(self, key: tuple, options: LowerOptions | None) -> Lowered:
+        """Lower to tensor_eq (building the IR) for the dtype signature ``key``."""
+        from fuse_mlir.frontend.lower import lower_program
+
+        with recursion_room():  # the lowering walks expressions recursively (see parser.MAX_OPERATORS)
+            lowered = lower_program(self.resolved, dict(key), self.source_arrays(), options)
+        if options is not None and options.mode == "fixpoint" and options.semi_naive:
+            from fuse_mlir.passes.transforms.semi_naive import semi_naive
+
+            semi_naive(lowered.module)
+        return lowered
 
     def with_resolved(self, resolved: Resolved) -> Program:
         """A copy of this program whose resolved equations are ``resolved`` (streaming's per-step program)."""

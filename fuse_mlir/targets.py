@@ -16,6 +16,7 @@ returned by :meth:`Target.pipeline`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,17 @@ OPT_LEVELS = ("O0", "O2")
 PARALLEL_MIN = 1 << 16
 """Default least work (iterations of a nest's loops) for which a native parallel region is split across threads
 (the ``parallel-min`` option of ``lower-loop-to-llvm``; ``FUSE_PARALLEL_MIN`` overrides it at run time)."""
+
+PARALLEL_MIN = 1 << 16
+"""The llvm target's default least work (iterations of a nest's loops) for which a parallel region is split across
+threads (``lower-loop-to-llvm``; here so that the runtime reads it without importing the lowering)."""
+
+
+def checked_build(value: bool | None = None) -> bool:
+    """Whether to build checked: ``value`` when given, else the ``FUSE_CHECK_BOUNDS`` environment variable."""
+    if value is not None:
+        return bool(value)
+    return os.environ.get("FUSE_CHECK_BOUNDS", "0").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 @dataclass(frozen=True)

@@ -317,3 +317,73 @@ def test_bad_cache_bound_is_a_fuse_error(fresh_memory: Path, monkeypatch: pytest
     monkeypatch.setenv("FUSE_CACHE_MAX", value)
     with pytest.raises(FuseError, match="FUSE_CACHE_MAX"):
         Program("Y[i] = exp(X[i]) * 2.375\nexport Y").compile("llvm")(X=np.ones(2))
+
+
+KERNELS = """A[i] = X[i,j] * X[i,j]
+B[j] max= X[i,j]
+C[i,j] = exp(X[i,j]) * 2
+D[k] = sqrt(abs(Y[k])) + 1
+export A, B, C, D"""
+
+
+@pytest.fixture
+def fresh_units(fresh_memory: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No compilation unit in memory, and fresh unit counters."""
+    from collections import Counter
+
+    from fuse_mlir.backends.llvm import jit
+
+    monkeypatch.setattr(jit, "_UNITS", {})
+    monkeypatch.setattr(jit, "UNIT_STATS", Counter())
+    return fresh_memory
+
+
+def _kernels_agree(source: str) -> None:
+    x, y = np.linspace(-1, 1, 12).reshape(3, 4), np.linspace(-2, 2, 5)
+    want = Program(source).compile("reference")(X=x, Y=y)
+    got = Program(source).compile("llvm")(X=x, Y=y)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-12)
+
+
+def test_edit_recompiles_only_the_changed_kernel(fresh_units: Path) -> None:
+    """Each kernel is its own compilation unit, named and cached by its content: after an edit, the unchanged
+    kernels are reused (from memory, or from disk in another process) and only the edited one and the entry
+    (which calls them all) go through LLVM."""
+    from fuse_mlir.backends.llvm import jit
+
+    first = executor.compile_program(Program(KERNELS).lower())
+    n = len(first.kernel.jit.units)
+    assert n >= 4 and jit.UNIT_STATS == {"compiled": n}
+    jit.UNIT_STATS.clear()
+    edited = KERNELS.replace("exp(", "tanh(")
+    second = executor.compile_program(Program(edited).lower())
+    assert jit.UNIT_STATS == {"compiled": 2, "reused": n - 2}
+    assert len(set(first.kernel.jit.units) & set(second.kernel.jit.units)) == n - 2
+    jit._UNITS.clear()  # as in a new process: the units come from disk
+    executor._CACHE.clear()
+    jit.UNIT_STATS.clear()
+    third = executor.compile_program(Program(edited.replace("* 2", "* 3")).lower())
+    assert jit.UNIT_STATS == {"compiled": 2, "reused": n - 2} and not third.from_disk
+    _kernels_agree(edited)
+
+
+def test_damaged_unit_is_rebuilt(fresh_units: Path) -> None:
+    """A unit whose entry fails its checksum makes the program's entry unusable (it lists the units): the program
+    is compiled again, the damaged unit alone goes through LLVM, and its entry is rewritten."""
+    from fuse_mlir.backends.llvm import jit
+
+    executor.compile_program(Program(KERNELS).lower())
+    units = sorted((fresh_units / "units").glob("*.bin"))
+    victim = units[0]
+    data = victim.read_bytes()
+    victim.write_bytes(data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:])
+    assert diskcache.read_entry(victim.stem, "units") is None
+    jit._UNITS.clear()
+    executor._CACHE.clear()
+    jit.UNIT_STATS.clear()
+    rebuilt = executor.compile_program(Program(KERNELS).lower())
+    assert not rebuilt.from_disk
+    assert jit.UNIT_STATS == {"compiled": 1, "reused": len(units) - 1}
+    assert diskcache.read_entry(victim.stem, "units") is not None
+    _kernels_agree(KERNELS)

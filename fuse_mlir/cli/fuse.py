@@ -139,9 +139,12 @@ def load_inputs(
     ranks are ``ranks`` when given (replaced file sources), else those of the
     inputs of ``runner``'s lowering (its mode).
     """
+    if not paths:
+        return {}  # nothing to read: no need for the ranks (nor for a lowering, on a warm start)
     if ranks is None:
         target = getattr(runner, "step_runner", None) or runner  # a streaming runner's inputs are its step's
-        lowered = target.program.lower(None, target.options) if target is not None else program.lower()
+        # The runner's own lowering (from the warm start index when its backend allows: no IR on a warm run).
+        lowered = target.program.lower(None, target.options, warm=target._warm()) if target else program.lower()
         ranks = {s.name: s.rank for s in lowered.inputs}
     arrays: dict[str, np.ndarray] = {}
     for name, path in paths.items():

@@ -325,7 +325,7 @@ class AccessAxisAttr(ParametrizedAttribute):
                     bounds.append(_parse_bound(parser))
                 parser.parse_keyword("as", " and the slice's index name after the slice bounds")
                 text = parser.parse_identifier_or_str_literal(" (the index name a slice produces)")
-                return cls.slice(*bounds, text).parameters
+                return cls.slice(bounds[0], bounds[1], bounds[2], text).parameters
             index = parser.parse_optional_identifier_or_str_literal()
             if index is None:
                 parser.raise_error('expected an access axis: name, name + n, name - n, n, slice a:b:c as "t", gather n')

@@ -1439,14 +1439,3 @@ def lower_program(
     result = low.run()
     result.module.verify()
     return result
-
-
-def load_sources(prog: Resolved) -> dict[str, np.ndarray]:
-    """Load every source file of the program (relative to its folder), checking ranks."""
-    from fuse_mlir.io.sources import load_source
-
-    out = {}
-    for s in prog.sources:
-        rank = len(s.lhs.indices) if s.lhs.indices is not None else None
-        out[s.lhs.name] = load_source(s.path, Path(prog.base_dir), rank=rank, loc=s.loc, name=s.lhs.name)
-    return out

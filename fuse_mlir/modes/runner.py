@@ -103,11 +103,32 @@ class Runner:
         return last.trace().render(format)
 
     def _last_run(self) -> Any:
-        """The latest call's :class:`~fuse_mlir.modes.trace.LastRun` (built here for a call of the direct path)."""
+        """The latest call's :class:`~fuse_mlir.modes.trace.LastRun`, built here from what :meth:`_record` kept
+        (or the direct path's (lowered, inputs, seconds)): building it needs the module, hence xDSL."""
         if isinstance(self._last, tuple):
-            lowered, inputs, seconds = self._last
-            self._record(lowered, inputs, seconds, 0.0)
+            from fuse_mlir.modes.trace import LastRun
+
+            if len(self._last) == 3:  # the direct path: (lowered, inputs, seconds)
+                lowered, inputs, seconds = self._last
+                input_shapes, compile_seconds, shapes, op_seconds = _shapes(inputs), 0.0, None, None
+            else:
+                lowered, input_shapes, seconds, compile_seconds, shapes, op_seconds = self._last
+            self._last = LastRun(
+                lowered.module,
+                input_shapes,
+                lowered.sources,
+                seconds,
+                self.backend,
+                self.mode,
+                shapes,
+                op_seconds,
+                compile_seconds=compile_seconds,
+            )
         return self._last
+
+    def _warm(self) -> bool:
+        """Whether lowerings go through the warm start index (the backend says so: llvm with its caches on)."""
+        return bool(getattr(self.executor, "warm_start", False))
 
     def input_names(self) -> list[str]:
         return list(self._input_specs())
@@ -128,18 +149,19 @@ class Runner:
         given = dict(inputs or {})
         arrays = self._validate(given)
         t0 = time.perf_counter()
-        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
+        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options, warm=self._warm())
         lower_seconds = time.perf_counter() - t0  # ~0 once this dtype signature has been lowered
         result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds)
         self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
-        if info.groups and self._last is not None:
-            self._last.iterations = {n: g.iterations for g in info.groups for n in (g.label, *g.names)}
-            self._last.group_extra = {
+        last = self._last_run() if info.groups else None
+        if last is not None:
+            last.iterations = {n: g.iterations for g in info.groups for n in (g.label, *g.names)}
+            last.group_extra = {
                 n: {"converged": g.converged, "max_iters": g.max_iters}
                 for g in info.groups
                 for n in (g.label, *g.names)
             }
-            self._last.notes = info.explain().splitlines()
+            last.notes = info.explain().splitlines()
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)
@@ -161,8 +183,6 @@ class Runner:
         one (the llvm backend compiles or loads its kernel there) count as
         compile time; only the call itself counts as run time.
         """
-        from fuse_mlir.modes.trace import run_profiled
-
         if self.rewrite is not None:
             lowered, arrays = self.rewrite(lowered, arrays)
         shapes = op_seconds = None
@@ -173,6 +193,8 @@ class Runner:
             compile_seconds += time.perf_counter() - t0
         t0 = time.perf_counter()
         if self.profile and self.backend == "reference" and out is None:
+            from fuse_mlir.modes.trace import run_profiled
+
             result, shapes, op_seconds = run_profiled(lowered.module, arrays, lowered.sources)
         elif out is not None and not getattr(self.executor, "supports_out", False):
             result = self._run_then_fill(lowered, arrays, out)
@@ -192,20 +214,8 @@ class Runner:
         shapes: dict[Any, object] | None = None,
         op_seconds: dict[Any, float] | None = None,
     ) -> None:
-        """Remember this call for explain(): cheap (the trace itself is built when asked for)."""
-        from fuse_mlir.modes.trace import LastRun
-
-        self._last = LastRun(
-            lowered.module,
-            {k: np.shape(v) for k, v in arrays.items()},
-            lowered.sources,
-            seconds,
-            self.backend,
-            self.mode,
-            shapes,
-            op_seconds,
-            compile_seconds=compile_seconds,
-        )
+        """Remember this call for explain(): cheap (the trace, and the module it needs, are built when asked for)."""
+        self._last = (lowered, _shapes(arrays), seconds, compile_seconds, shapes, op_seconds)
 
     def _run_then_fill(self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any]) -> Any:
         """``out`` for a backend that allocates its own results: check, run, copy in."""
@@ -241,7 +251,7 @@ class Runner:
     def _input_specs(self) -> dict[str, Any]:
         specs = self._specs
         if specs is None:
-            specs = self._specs = {s.name: s for s in self.program.lower(None, self.options).inputs}
+            specs = self._specs = {s.name: s for s in self.program.lower(None, self.options, warm=self._warm()).inputs}
         return specs
 
     def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -263,3 +273,7 @@ class Runner:
             if not arr.flags.writeable or any(n != name and np.shares_memory(arr, other) for n, other in out.items()):
                 out[name] = arr.copy()
         return out
+
+
+def _shapes(arrays: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    return {k: np.shape(v) for k, v in arrays.items()}

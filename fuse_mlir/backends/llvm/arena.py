@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .jit import JitError, JitFunction, jit_compile, load_object, register_symbol, target_fingerprint
+from .jit import JitFunction, cached_runtime, register_symbol
 
 __all__ = ["ALIGN", "CallState", "StatePool", "address", "aligned_buffer", "state_at"]
 
@@ -369,21 +369,7 @@ _native_lock = threading.Lock()
 
 def _cached_allocator() -> JitFunction:
     """The allocator's machine code: from the disk cache when present (a JIT compile costs ~30 ms per process)."""
-    import hashlib
-
-    from .diskcache import read_entry, write_entry
-
-    key = hashlib.sha256(f"fuse-alloc 3|{target_fingerprint()}\n{_ALLOC_IR}".encode()).hexdigest()
-    entry = read_entry(key, "runtime")
-    if entry is not None:
-        try:
-            return load_object(entry[1], tuple(entry[0]["symbols"]), name="fuse_alloc", fn_type=_SLOW_TYPE)
-        except (JitError, KeyError, TypeError):
-            pass
-    jf = jit_compile(_ALLOC_IR, name="fuse_alloc", opt_level=2, fn_type=_SLOW_TYPE, keep_object=True)
-    if jf.object_code is not None:
-        write_entry(key, {"symbols": list(jf.symbols)}, jf.object_code, "runtime")
-    return jf
+    return cached_runtime("fuse-alloc 3", _ALLOC_IR, "fuse_alloc", _SLOW_TYPE)
 
 
 def install_allocator() -> None:

@@ -20,8 +20,11 @@ byte-identical text in every process, whatever ``PYTHONHASHSEED``.
 
 from __future__ import annotations
 
+import hashlib
+import re
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import llvm
@@ -46,7 +49,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from fuse_mlir.dialects.llvmx import mangle
 
-__all__ = ["EmitError", "emit_llvm_ir", "type_text"]
+__all__ = ["EmitError", "Unit", "emit_llvm_ir", "emit_llvm_units", "type_text"]
 
 
 class EmitError(ValueError):
@@ -473,7 +476,7 @@ def _successors(op: Operation | None) -> list[tuple[Block, Sequence[SSAValue]]]:
 def _declaration(f: llvm.FuncOp) -> str:
     ft = f.function_type
     arg_attrs = f.arg_attrs.data if f.arg_attrs is not None else [None] * len(ft.inputs.data)
-    params = ", ".join(f"{_param_attrs(a)}{type_text(t)}".rstrip() for t, a in zip(ft.inputs.data, arg_attrs))
+    params = ", ".join(f"{type_text(t)} {_param_attrs(a)}".rstrip() for t, a in zip(ft.inputs.data, arg_attrs))
     if ft.is_variadic:
         params += ", ..." if params else "..."
     ret_attrs = _param_attrs(f.res_attrs.data[0]) if f.res_attrs is not None and f.res_attrs.data else ""
@@ -506,3 +509,75 @@ def emit_llvm_ir(
         lines.append("")
         lines.extend(intrinsics[k] for k in sorted(intrinsics))
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One separately compiled piece of a program: a function's LLVM IR with declarations of what it calls.
+
+    ``name`` is the function it defines: ``fuse_main`` for the entry, else
+    ``fk_`` and a digest of the function's own text (its callees renamed the
+    same way first), so the same kernel has the same name, and the same
+    object code, in every program and at every position.
+    """
+
+    name: str
+    ir: str
+
+
+_SYMBOL = re.compile(r"@([A-Za-z_.$][\w.$]*)")
+
+
+def emit_llvm_units(module: ModuleOp, *, entry: str = "fuse_main") -> list[Unit]:
+    """The module as compilation units, one per defined function (callees first, ``entry`` last; equal kernels
+    once). LLVM's cost per unit does not grow with the program, and unchanged kernels keep their names, hence
+    their cache keys, when the program around them changes (docs/optimisation.md, per-kernel compilation)."""
+    funcs = [op for op in module.body.block.ops if isinstance(op, llvm.FuncOp)]
+    if len(funcs) != len(module.body.block.ops):
+        raise EmitError("cannot split a module with top-level ops other than llvm.func")
+    signatures = {f.sym_name.data: f.function_type for f in funcs}
+    by_name = {f.sym_name.data: f for f in funcs}
+    bodies: dict[str, tuple[str, dict[str, str]]] = {}
+    for f in funcs:
+        if f.body.blocks:
+            intrinsics: dict[str, str] = {}
+            lines = _FuncEmitter(f, signatures, intrinsics).emit()
+            head = lines[0].replace("define internal ", "define ", 1).replace("define private ", "define ", 1)
+            bodies[f.sym_name.data] = ("\n".join([head, *lines[1:]]), intrinsics)
+    if entry not in bodies:
+        raise EmitError(f"the module defines no @{entry}")
+    renamed: dict[str, str] = {}
+    units: dict[str, Unit] = {}
+
+    def unit_of(name: str, stack: tuple[str, ...] = ()) -> str:
+        if name in renamed:
+            return renamed[name]
+        if name in stack:
+            raise EmitError(f"@{name} calls itself (through {' -> '.join(stack)}): kernels are not recursive")
+        text, intrinsics = bodies[name]
+        refs = sorted({m for m in _SYMBOL.findall(text) if m != name and m not in intrinsics})
+        new = {r: unit_of(r, (*stack, name)) for r in refs if r in bodies}
+        decls: dict[str, str] = {}  # by final name: two equal kernels are one function
+        for r in refs:
+            f = by_name.get(r)
+            if f is None:
+                raise EmitError(f"@{name} refers to @{r}, which the module does not declare")
+            decls.setdefault(new.get(r, r), _declaration(f).replace(f"@{r}(", f"@{new.get(r, r)}(", 1))
+        lines = [decls[k] for k in sorted(decls)] + [intrinsics[k] for k in sorted(intrinsics)]
+        own = name if name == entry else "\x00self"
+        body = _SYMBOL.sub(lambda m: "@" + (own if m.group(1) == name else new.get(m.group(1), m.group(1))), text)
+        ir = "\n".join([*lines, "", body]) + "\n"
+        if name != entry:
+            final = "fk_" + hashlib.sha256(ir.encode()).hexdigest()[:24]
+            ir = ir.replace("\x00self", final)
+        else:
+            final = name
+        renamed[name] = final
+        units.setdefault(final, Unit(final, ir))
+        return final
+
+    unit_of(entry)
+    for name in bodies:  # functions the entry never reaches still get compiled (as before), after it
+        unit_of(name)
+    ordered = [u for n, u in units.items() if n != entry]
+    return [*ordered, units[entry]]

@@ -15,12 +15,12 @@ import gc
 import hashlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
 
 from fuse_mlir.backends.llvm.arena import StatePool, install_allocator
 from fuse_mlir.backends.llvm.parallel import resolve as resolve_threads
@@ -28,12 +28,14 @@ from fuse_mlir.backends.llvm.runtime import KernelSpec, NativeKernel
 from fuse_mlir.backends.memcache import BoundedCache
 from fuse_mlir.backends.outputs import check_out
 from fuse_mlir.diagnostics import FuseError, Loc
-from fuse_mlir.dialects.abi import LoopAbi
-from fuse_mlir.ir import print_module
 from fuse_mlir.lowered import Lowered, RunResult
-from fuse_mlir.passes.lowering import lower_to_loop
-from fuse_mlir.passes.transforms.check_bounds import checked_build
-from fuse_mlir.targets import PARALLEL_MIN, normalise_opt_level
+from fuse_mlir.targets import checked_build, normalise_opt_level
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+# Imports of xDSL, the dialects and the pass machinery are inside the functions that build code: a warm start
+# (every kernel on disk) loads machine code without them (docs/runtime.md, start-up).
 
 
 @dataclass
@@ -50,6 +52,10 @@ class CompiledProgram:
 
 _CACHE: BoundedCache[CompiledProgram] = BoundedCache()  # LRU, at most $FUSE_CACHE_MAX entries
 _LOCK = threading.Lock()
+
+STATS: Counter[str] = Counter()
+"""Programs ``compiled`` (passes and LLVM ran), ``loaded`` from the disk cache, and in-memory ``reused``: for
+tests and reports."""
 
 
 @contextlib.contextmanager
@@ -71,6 +77,8 @@ def gc_paused() -> Iterator[None]:
 
 def _tables(loop_module: ModuleOp) -> tuple[list[tuple[str, str]], list[list[Any]]]:
     """The non-constant argument (name, kind) list and the result entries (JSON-able lists) of a loop module."""
+    from fuse_mlir.dialects.abi import LoopAbi
+
     abi = LoopAbi.read(loop_module)
     results = [[r.name, r.kind, r.tensor, r.loc, r.sink] for r in abi.results or ()]
     return [(a.name, a.kind) for a in abi.args or () if a.kind != "constant"], results
@@ -81,7 +89,7 @@ def _result_table(raw: list[list[Any]]) -> list[tuple[str, str, str, Loc | None,
 
 
 def _key(
-    te_text: str,
+    te_digest: str,
     strict: bool,
     opt_level: str,
     donate: Sequence[str],
@@ -98,13 +106,13 @@ def _key(
         f"|donate={','.join(sorted(donate))}|pipeline={pipeline}|threads={threads}|parallel_min={parallel_min}|opt=3"
         f"|check_bounds={check_bounds}\n"
     )
-    return hashlib.sha256(head.encode() + te_text.encode()).hexdigest()
+    return hashlib.sha256(head.encode() + te_digest.encode()).hexdigest()
 
 
 def _load(key: str, strict: bool) -> CompiledProgram | None:
     """The program stored on disk under ``key``, or None (absent, corrupt, or its code does not load)."""
     from fuse_mlir.backends.llvm.diskcache import read_entry
-    from fuse_mlir.backends.llvm.jit import JitError, load_object
+    from fuse_mlir.backends.llvm.jit import JitError, load_object, load_units
 
     t0 = time.perf_counter()
     entry = read_entry(key)
@@ -114,7 +122,10 @@ def _load(key: str, strict: bool) -> CompiledProgram | None:
     try:
         spec = KernelSpec.from_json(header["spec"])
         install_allocator()  # the code links against the native fuse_alloc
-        jit = load_object(obj, tuple(header["symbols"]))
+        if "units" in header:  # linked from separately compiled units, each in the cache under its own key
+            jit = load_units([str(k) for k in header["units"]], tuple(header["symbols"]))
+        else:
+            jit = load_object(obj, tuple(header["symbols"]))
         args = [(str(n), str(k)) for n, k in header["args"]]
         results = _result_table(header["results"])
     except (JitError, KeyError, TypeError, ValueError):
@@ -127,7 +138,7 @@ def _store(key: str, compiled: CompiledProgram, raw_results: list[list[Any]]) ->
     from fuse_mlir.backends.llvm.diskcache import write_entry
 
     jit = compiled.kernel.jit
-    if jit.object_code is None:
+    if jit.object_code is None and not jit.units:
         return
     try:
         header = {
@@ -138,11 +149,13 @@ def _store(key: str, compiled: CompiledProgram, raw_results: list[list[Any]]) ->
         }
     except TypeError:  # a host-call parameter JSON cannot hold: keep it in memory only
         return
-    write_entry(key, header, jit.object_code)
+    if jit.units:
+        header["units"] = list(jit.units)
+    write_entry(key, header, jit.object_code or b"")
 
 
 def compile_program(
-    te_module: ModuleOp,
+    te_module: ModuleOp | Lowered,
     *,
     strict: bool = False,
     opt_level: str | int = "O2",
@@ -150,34 +163,52 @@ def compile_program(
     pipeline: str | None = None,
     cache: bool = True,
     threads: int = 1,
-    parallel_min: int = PARALLEL_MIN,
+    parallel_min: int | None = None,
     check_bounds: bool = False,
 ) -> CompiledProgram:
     """The native program for a tensor_eq module: from the in-memory cache, else the disk cache, else compiled.
 
-    The key covers everything that changes the code: the module, ``strict``,
+    The key covers everything that changes the code: the module (the sha256 of its text:
+    :meth:`Lowered.te_digest`, known without the module on a warm start), ``strict``,
     the optimisation level, the donated inputs (in-place decisions depend on
     them), a custom ``pipeline``, and the thread settings (``threads`` > 1
     splits parallel loop nests whose work reaches ``parallel_min``), and
     ``check_bounds`` (the checked build). ``cache=False`` skips both caches (and stores nothing).
+    Given a :class:`Lowered`, its module is touched only when the kernel must be compiled.
     """
+    if parallel_min is None:
+        from fuse_mlir.targets import PARALLEL_MIN
+
+        parallel_min = PARALLEL_MIN
     opt = normalise_opt_level(opt_level)
     donated = sorted(donate)
-    te_text = print_module(te_module)
-    key = _key(te_text, strict, opt, donated, pipeline, threads, parallel_min, check_bounds) if cache else ""
+    key = ""
     if cache:
+        if isinstance(te_module, Lowered):
+            digest = te_module.te_digest()
+        else:
+            from fuse_mlir.ir import module_text
+
+            digest = hashlib.sha256(module_text(te_module).encode()).hexdigest()
+        key = _key(digest, strict, opt, donated, pipeline, threads, parallel_min, check_bounds)
         with _LOCK:
             hit = _CACHE.get(key)
         if hit is not None:
+            STATS["reused"] += 1
             return hit
         hit = _load(key, strict)
         if hit is not None:
+            STATS["loaded"] += 1
             with _LOCK:
                 return _CACHE.setdefault(key, hit)
+    from fuse_mlir.passes.lowering import lower_to_loop
+
+    module = te_module.module if isinstance(te_module, Lowered) else te_module
+    STATS["compiled"] += 1
     t0 = time.perf_counter()
     with gc_paused():
         loop_module = lower_to_loop(
-            te_module, opt_level=opt, strict=strict, donate=donated, pipeline=pipeline, check_bounds=check_bounds
+            module, opt_level=opt, strict=strict, donate=donated, pipeline=pipeline, check_bounds=check_bounds
         )
         kernel = NativeKernel(loop_module, strict=strict, keep_object=cache, threads=threads, parallel_min=parallel_min)
     args, raw_results = _tables(loop_module)
@@ -250,8 +281,14 @@ class NativeExecutor:
         self.threads, self.parallel_min = resolve_threads(self.threads, self.parallel_min)
         self.check_bounds = checked_build(self.check_bounds)
 
+    @property
+    def warm_start(self) -> bool:
+        """Runners may take lowerings from the warm start index (fuse_mlir.lowering_cache): with the caches on, a
+        kernel on disk is found from the lowering's digest alone, so a warm run builds no IR."""
+        return bool(self.cache)
+
     def program_for(self, lowered: Lowered) -> CompiledProgram:
-        key = id(lowered.module)
+        key = id(lowered)
         if key not in self.compiled:
             unknown = sorted(self._donate - {s.name for s in lowered.inputs})
             if unknown:
@@ -259,14 +296,14 @@ class NativeExecutor:
                     f"donate names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} not an input of the program"
                 )
             self.compiled[key] = compile_program(
-                lowered.module,
+                lowered,
                 strict=self.strict,
                 opt_level=self.opt_level,
                 donate=self.donate,
                 pipeline=self.pipeline,
                 cache=self.cache,
                 threads=self.threads or 1,
-                parallel_min=self.parallel_min if self.parallel_min is not None else PARALLEL_MIN,
+                parallel_min=self.parallel_min,
                 check_bounds=bool(self.check_bounds),
             )
         return self.compiled[key]
@@ -276,9 +313,9 @@ class NativeExecutor:
         self._bind(lowered)
 
     def _bind(self, lowered: Lowered) -> _Bound:
-        b = self._bound.get(id(lowered.module))
+        b = self._bound.get(id(lowered))
         if b is None:
-            b = self._bound[id(lowered.module)] = _Bound(self.program_for(lowered), lowered, self._donate)
+            b = self._bound[id(lowered)] = _Bound(self.program_for(lowered), lowered, self._donate)
         return b
 
     def _run(self, b: _Bound, inputs: Mapping[str, Any], out: Mapping[str, Any] | None) -> list[np.ndarray]:

@@ -15,8 +15,8 @@ unrolling on, for the host CPU name and features (AVX2/AVX-512 where present).
 
 External symbols: the runtime registers its callbacks (``fuse_alloc``,
 ``fuse_host_call``) with :func:`register_symbol`; ``fuse_dgemm`` and
-``fuse_sgemm`` are SciPy's BLAS (``scipy.linalg.cython_blas``), registered on
-first use. Other calls (libm: ``exp``, ``tanh``, ...) resolve in the process.
+``fuse_sgemm`` are NumPy's bundled BLAS (SciPy's ``cython_blas`` when it is not
+found; :mod:`.blas`, a symbol provider), registered on first use. Other calls (libm: ``exp``, ``tanh``, ...) resolve in the process.
 A declared function that resolves nowhere is a :class:`JitError`, never an
 abort inside LLVM.
 """
@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,8 +41,11 @@ __all__ = [
     "JitError",
     "JitFunction",
     "emit_assembly",
+    "cached_runtime",
     "jit_compile",
+    "jit_units",
     "load_object",
+    "load_units",
     "target_fingerprint",
     "optimize_ir",
     "register_symbol",
@@ -111,18 +116,8 @@ def _capsule_pointer(capsule: object) -> int:
     return int(ptr)
 
 
-def _ensure_blas() -> None:
-    with _lock:
-        if "fuse_dgemm" in _symbols and "fuse_sgemm" in _symbols:
-            return
-        from scipy.linalg import cython_blas
-
-        capi = cython_blas.__pyx_capi__  # type: ignore[attr-defined]
-        register_symbol("fuse_dgemm", _capsule_pointer(capi["dgemm"]))
-        register_symbol("fuse_sgemm", _capsule_pointer(capi["sgemm"]))
-
-
 _DECLARE = re.compile(r"^declare [^@\n]*@([A-Za-z_.$][\w.$]*)\(", re.MULTILINE)
+_DEFINE = re.compile(r"^define [^@\n]*@([A-Za-z_.$][\w.$]*)\(", re.MULTILINE)
 _process = ctypes.CDLL(None)
 
 
@@ -195,6 +190,7 @@ class JitFunction:
     timings: dict[str, float] = field(default_factory=dict)
     object_code: bytes | None = None
     symbols: tuple[str, ...] = ()
+    units: tuple[str, ...] = ()  # the unit keys it was linked from (jit_units), else empty
 
     @property
     def compile_seconds(self) -> float:
@@ -220,8 +216,6 @@ def _external_symbols(ir: str) -> tuple[str, ...]:
 def _resolve(symbols: tuple[str, ...]) -> None:
     """Every declared non-intrinsic function must resolve (an unresolved one would abort inside LLVM)."""
     for name in symbols:
-        if name in ("fuse_dgemm", "fuse_sgemm"):
-            _ensure_blas()
         provide = _providers.get(name)
         if provide is not None:  # built on first use (the thread pool), also for disk-cached code
             provide()
@@ -285,3 +279,147 @@ def load_object(
     if not address:
         raise JitError(f"the cached object defines no function @{name}")
     return JitFunction(fn_type(address), address, engine, {"load": t1 - t0}, obj, symbols)
+
+
+def cached_runtime(tag: str, ir: str, name: str, fn_type: Any = FUSE_MAIN_TYPE) -> JitFunction:
+    """The runtime's own code (``ir``, entry ``name``): from the disk cache (kind ``runtime``, keyed by ``tag``,
+    the target and the IR) when present, else compiled at O2 and stored. A JIT compile costs tens of
+    milliseconds per process; loading the object, about one."""
+    from .diskcache import read_entry, write_entry
+
+    key = hashlib.sha256(f"{tag}|{target_fingerprint()}\n{ir}".encode()).hexdigest()
+    entry = read_entry(key, "runtime")
+    if entry is not None:
+        try:
+            return load_object(entry[1], tuple(entry[0]["symbols"]), name=name, fn_type=fn_type)
+        except (JitError, KeyError, TypeError):
+            pass
+    jf = jit_compile(ir, name=name, opt_level=2, fn_type=fn_type, keep_object=True)
+    if jf.object_code is not None:
+        write_entry(key, {"symbols": list(jf.symbols)}, jf.object_code, "runtime")
+    return jf
+
+
+UNIT_STATS: Counter[str] = Counter()
+"""Compilation units (kernels and entries) ``compiled`` by LLVM, or ``reused`` from memory or disk: for tests."""
+
+_UNITS: dict[str, bytes] = {}  # object code by unit key, this process (at most _UNITS_MAX; none if FUSE_CACHE_MAX=0)
+_UNITS_MAX = 4096
+
+
+def unit_key(ir: str, opt_level: int) -> str:
+    """The cache key of one unit's object code: its IR, the optimisation level and the target."""
+    return hashlib.sha256(f"fuse-unit 1|{target_fingerprint()}|O{opt_level}\n{ir}".encode()).hexdigest()
+
+
+def _unit_object(ir: str, opt_level: int, tm: llvm.TargetMachine, timings: dict[str, float]) -> bytes:
+    """Parse, optimise and generate code for one unit (under the caller's lock); the ELF object."""
+    t0 = time.perf_counter()
+    mod = _parse(ir, tm)
+    t1 = time.perf_counter()
+    _optimise(mod, tm, opt_level)
+    t2 = time.perf_counter()
+    obj = tm.emit_object(mod)
+    t3 = time.perf_counter()
+    for k, dt in (("parse", t1 - t0), ("optimize", t2 - t1), ("codegen", t3 - t2)):
+        timings[k] = timings.get(k, 0.0) + dt
+    return bytes(obj)
+
+
+def jit_units(
+    units: list[tuple[str, int]],
+    *,
+    name: str = "fuse_main",
+    fn_type: Any = FUSE_MAIN_TYPE,
+    cache: bool = True,
+) -> JitFunction:
+    """Compile units of IR (text, optimisation level) separately and link them into one engine.
+
+    Each unit's object code is kept by its key (:func:`unit_key`) in memory
+    and, with ``cache``, on disk (kind ``units``): a unit compiled once, in
+    this process or an earlier one, is never optimised again. The result's
+    ``units`` are the keys, in order, from which :func:`load_units` links the
+    same code again.
+    """
+    from .diskcache import read_entry, write_entry
+
+    defined = {n for ir, _ in units for n in _DEFINE.findall(ir)}
+    symbols = tuple(sorted({s for ir, _ in units for s in _external_symbols(ir)} - defined))
+    _resolve(symbols)
+    from fuse_mlir.backends.memcache import max_entries
+
+    keep = max_entries() > 0  # FUSE_CACHE_MAX=0: nothing compiled stays in memory
+    timings: dict[str, float] = {}
+    keys, objects = [], []
+    with _lock:
+        tm = _target_machine(3, jit=True)
+        for ir, level in units:
+            key = unit_key(ir, level)
+            obj = _UNITS.get(key) if cache else None
+            if obj is None and cache:
+                entry = read_entry(key, "units")
+                obj = entry[1] if entry is not None else None
+            if obj is None:
+                UNIT_STATS["compiled"] += 1
+                obj = _unit_object(ir, level, tm, timings)
+                if cache:
+                    write_entry(key, {"symbols": list(_external_symbols(ir))}, obj, "units")
+            else:
+                UNIT_STATS["reused"] += 1
+            if cache and keep:
+                if len(_UNITS) >= _UNITS_MAX:
+                    _UNITS.pop(next(iter(_UNITS)))
+                _UNITS[key] = obj
+            keys.append(key)
+            objects.append(obj)
+        t0 = time.perf_counter()
+        jf = _link(objects, symbols, name, fn_type)
+        timings["link"] = time.perf_counter() - t0
+    jf.timings = timings
+    jf.units = tuple(keys)
+    return jf
+
+
+def _link(objects: list[bytes], symbols: tuple[str, ...], name: str, fn_type: Any) -> JitFunction:
+    """One MCJIT engine holding ``objects`` (their symbols resolve among each other); ``name`` from it."""
+    with _lock:
+        tm = _target_machine(0, jit=True)
+        empty = llvm.parse_assembly("")
+        empty.triple = tm.triple
+        empty.data_layout = str(tm.target_data)
+        engine = llvm.create_mcjit_compiler(empty, tm)
+        try:
+            for obj in objects:
+                engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        except RuntimeError as err:
+            raise JitError(f"cannot load machine code: {err}") from None
+        engine.finalize_object()
+        address = engine.get_function_address(name)
+    if not address:
+        raise JitError(f"the compiled units define no function @{name}")
+    return JitFunction(fn_type(address), address, engine, {}, None, symbols)
+
+
+def load_units(
+    keys: list[str], symbols: tuple[str, ...], *, name: str = "fuse_main", fn_type: Any = FUSE_MAIN_TYPE
+) -> JitFunction:
+    """Link the units stored under ``keys`` (memory, else disk) into a new engine; a JitError when one is missing
+    or damaged (the caller then compiles again)."""
+    from .diskcache import read_entry
+
+    _resolve(symbols)
+    t0 = time.perf_counter()
+    objects = []
+    for key in keys:
+        obj = _UNITS.get(key)
+        if obj is None:
+            entry = read_entry(key, "units")
+            if entry is None:
+                raise JitError(f"compilation unit {key[:12]} is not in the cache")
+            obj = entry[1]
+        objects.append(obj)
+    jf = _link(objects, symbols, name, fn_type)
+    jf.timings = {"load": time.perf_counter() - t0}
+    jf.units = tuple(keys)
+    UNIT_STATS["reused"] += len(keys)
+    return jf

@@ -39,11 +39,10 @@ import os
 import threading
 
 from fuse_mlir.diagnostics import FuseError
-from fuse_mlir.targets import PARALLEL_MIN
 
-from .jit import JitError, jit_compile, register_symbol, register_symbol_provider
+from .jit import JitError, cached_runtime, register_symbol, register_symbol_provider
 
-__all__ = ["MAX_THREADS", "PARALLEL_MIN", "default_parallel_min", "default_threads", "ensure_pool", "resolve"]
+__all__ = ["MAX_THREADS", "default_parallel_min", "default_threads", "ensure_pool", "resolve"]
 
 MAX_THREADS = 1024
 """The most threads a kernel may be compiled for."""
@@ -312,6 +311,7 @@ def ensure_pool() -> None:
     with _lock:
         if _pool is not None:
             return
+
         process = ctypes.CDLL(None)
         for name in _LIBC_SYMBOLS:
             try:
@@ -319,7 +319,7 @@ def ensure_pool() -> None:
             except AttributeError:
                 raise JitError(f"the thread pool needs {name}, which this process does not provide") from None
             register_symbol(name, address or 0)
-        jit = jit_compile(_POOL_IR, name="fuse_parallel_for", opt_level=2, fn_type=ctypes.CFUNCTYPE(ctypes.c_int32))
+        jit = cached_runtime("fuse-pool 1", _POOL_IR, "fuse_parallel_for", ctypes.CFUNCTYPE(ctypes.c_int32))
         void = ctypes.CFUNCTYPE(None)
         _init_fn = void(jit.engine.get_function_address("fuse_pool_init"))
         _workers_fn = ctypes.CFUNCTYPE(ctypes.c_int64)(jit.engine.get_function_address("fuse_pool_workers"))
@@ -356,9 +356,13 @@ def default_threads() -> int:
 
 
 def default_parallel_min() -> int:
-    """``FUSE_PARALLEL_MIN`` if set, else :data:`PARALLEL_MIN`."""
+    """``FUSE_PARALLEL_MIN`` if set, else the llvm lowering's ``PARALLEL_MIN``."""
     n = _env_int("FUSE_PARALLEL_MIN")
-    return PARALLEL_MIN if n is None else n
+    if n is None:
+        from fuse_mlir.targets import PARALLEL_MIN
+
+        return PARALLEL_MIN
+    return n
 
 
 def resolve(threads: object, parallel_min: object) -> tuple[int, int]:

@@ -39,38 +39,38 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects.builtin import MemRefType, ModuleOp
-from xdsl.ir import SSAValue
 
 from fuse_mlir.backends.outputs import fill_out
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, format_details
-from fuse_mlir.dialects import loop
-from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.dialects.abi import (
-    ERR_ALLOC,
-    ERR_HOST_CALL,
-    ERR_LAYOUT,
-    ERR_SIZE,
-    AbiError,
-    ErrorEntry,
-    LoopAbi,
-    abi_layout,
-    alloc_id,
-    host_call_id,
-)
 from fuse_mlir.interp import numpy_builtins as nb
-from fuse_mlir.passes.lowering import lower_to_llvm
-from fuse_mlir.targets import PARALLEL_MIN
 
-from . import arena  # parallel: registers the thread pool behind fuse_parallel_for (kernels with threads > 1)
+from . import (
+    arena,  # parallel: registers the thread pool behind fuse_parallel_for (kernels with threads > 1)
+    blas,  # noqa: F401 - registers the BLAS symbols' provider (fuse_dgemm, fuse_sgemm)
+)
 from .arena import DATA_OFFSET, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
-from .emit import emit_llvm_ir
-from .jit import JitFunction, emit_assembly, jit_compile, optimize_ir, register_symbol
+from .jit import JitFunction, emit_assembly, jit_units, optimize_ir, register_symbol
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import MemRefType, ModuleOp
+    from xdsl.ir import SSAValue
+
+    from fuse_mlir.dialects.abi import LoopAbi
+
+# xDSL, the dialects, the ABI reader and the llvm lowering are imported inside the functions that read a module or
+# build code: a kernel rebuilt from the disk cache (KernelSpec.from_json + NativeKernel.from_parts) needs none of them.
 
 __all__ = ["KernelSpec", "NativeKernel", "host_call_impl"]
+
+
+def _err_layout() -> int:
+    """``ERR_LAYOUT`` from the ABI module, imported only once a call has failed (the ABI module needs xDSL)."""
+    from fuse_mlir.dialects.abi import ERR_LAYOUT
+
+    return ERR_LAYOUT
 
 # --------------------------------------------------------------------------- callbacks
 
@@ -181,6 +181,8 @@ class HostCallSpec:
 
 
 def _dtype(t: MemRefType) -> np.dtype:
+    from fuse_mlir.dialects import tensor_eq as te
+
     return te.np_dtype(t.element_type)
 
 
@@ -202,6 +204,12 @@ def _arg_slots(abi: LoopAbi, n_slots: int, constants: Mapping[str, np.ndarray]) 
 
 
 def _host_calls(module: ModuleOp, abi: LoopAbi) -> dict[int, HostCallSpec]:
+    from xdsl.dialects.builtin import MemRefType
+
+    from fuse_mlir.dialects import loop
+    from fuse_mlir.dialects import tensor_eq as te
+    from fuse_mlir.dialects.abi import host_call_id
+
     entries = abi.host_calls
     specs: dict[int, HostCallSpec] = {}
     position = 0
@@ -232,6 +240,9 @@ def _host_calls(module: ModuleOp, abi: LoopAbi) -> dict[int, HostCallSpec]:
 
 def _alloc_table(module: ModuleOp) -> tuple[int, list[int | None]]:
     """The number of arena slots (loop.alloc ids) and, per result slot, the alloc id of its buffer (or None)."""
+    from fuse_mlir.dialects import loop
+    from fuse_mlir.dialects.abi import alloc_id
+
     ids: dict[SSAValue, int] = {}
     n = 0
     for op in module.walk():
@@ -291,6 +302,8 @@ class KernelSpec:
 
     @classmethod
     def from_module(cls, module: ModuleOp, constants: Mapping[str, np.ndarray]) -> KernelSpec:
+        from fuse_mlir.dialects.abi import AbiError, LoopAbi, abi_layout
+
         layout = abi_layout(module)
         try:
             abi = LoopAbi.read(module)
@@ -426,8 +439,15 @@ class NativeKernel:
         *,
         keep_object: bool = False,
         threads: int = 1,
-        parallel_min: int = PARALLEL_MIN,
+        parallel_min: int | None = None,
     ):
+        from fuse_mlir.passes.lowering import lower_to_llvm
+        from fuse_mlir.targets import PARALLEL_MIN
+
+        from .emit import emit_llvm_units
+
+        if parallel_min is None:
+            parallel_min = PARALLEL_MIN
         install_allocator()
         t0 = time.perf_counter()
         self.module: ModuleOp | None = module
@@ -438,9 +458,13 @@ class NativeKernel:
         spec = KernelSpec.from_module(module, constants or {})
         lowered = lower_to_llvm(module, strict=strict, threads=threads, parallel_min=parallel_min)
         t1 = time.perf_counter()
-        self.llvm_ir: str | None = emit_llvm_ir(lowered)
+        self._llvm_module: ModuleOp | None = lowered
+        self._llvm_ir: str | None = None
+        units = emit_llvm_units(lowered)
         t2 = time.perf_counter()
-        jit = jit_compile(self.llvm_ir, opt_level=opt_level, keep_object=keep_object)
+        # Kernels at ``opt_level``; the entry (allocations, checks, calls: glue) at O1 at most, which costs less.
+        levels = [(u.ir, opt_level if k < len(units) - 1 else min(opt_level, 1)) for k, u in enumerate(units)]
+        jit = jit_units(levels, cache=keep_object)
         self._setup(spec, jit, {"lower": t1 - t0, "emit": t2 - t1, **jit.timings})
 
     @classmethod
@@ -449,7 +473,8 @@ class NativeKernel:
         install_allocator()
         self = cls.__new__(cls)
         self.module = None
-        self.llvm_ir = None
+        self._llvm_module = None
+        self._llvm_ir = None
         self.strict = strict
         self.opt_level = opt_level
         self._setup(spec, jit, dict(jit.timings))
@@ -495,10 +520,20 @@ class NativeKernel:
         """Wall time from loop-level module to machine code."""
         return sum(self.timings.values())
 
+    @property
+    def llvm_ir(self) -> str | None:
+        """The kernel's LLVM IR as one module (emitted on first use; None for a kernel loaded from the disk cache)."""
+        if self._llvm_ir is None and self._llvm_module is not None:
+            from .emit import emit_llvm_ir
+
+            self._llvm_ir = emit_llvm_ir(self._llvm_module)
+        return self._llvm_ir
+
     def _ir(self) -> str:
-        if self.llvm_ir is None:
+        ir = self.llvm_ir
+        if ir is None:
             raise FuseError("this kernel was loaded from the compile cache: its LLVM IR is not kept")
-        return self.llvm_ir
+        return ir
 
     def optimized_ir(self) -> str:
         """The LLVM IR after the optimisation pipeline (recomputed)."""
@@ -603,7 +638,7 @@ class NativeKernel:
         bound = self._bind(state, held, out, donated) if out is not None or donated else None
         try:
             rc = self._enter(state.block)
-            if rc == ERR_LAYOUT:  # an input needs a contiguous, aligned copy: native code checked the flags
+            if rc and rc == _err_layout():  # an input needs a contiguous, aligned copy: native code checked the flags
                 held = self._fill(state, held, True)
                 rc = self._enter(state.block)
             v, base = state.view, state.scratch
@@ -745,6 +780,8 @@ class NativeKernel:
         return "a temporary array"
 
     def _raise(self, rc: int, ctx: CallState, err: np.ndarray) -> None:
+        from fuse_mlir.dialects.abi import ERR_ALLOC, ERR_HOST_CALL, ERR_LAYOUT, ERR_SIZE, ErrorEntry
+
         code, a, b = (int(x) for x in err)
         if ctx.error is not None:
             e = ctx.error

@@ -150,23 +150,7 @@ class _Lowering(FunctionBuilder):
 
     def __init__(self, shared: Shared, arg_types: Sequence[Attribute] = (PTR,) * 6, main: bool = True):
         super().__init__(shared, arg_types, main)
-        self.values: dict[SSAValue, SSAValue] = {}
-        self.buffers: dict[SSAValue, Buf] = {}
         self.top: Block | None = None  # the loop-level function body, whose loop nests are outlined
-
-    # ---- values
-
-    def v(self, old: SSAValue) -> SSAValue:
-        try:
-            return self.values[old]
-        except KeyError:
-            raise ValueError(f"lower-loop-to-llvm: value {old} used before it was lowered") from None
-
-    def buf(self, old: SSAValue) -> Buf:
-        try:
-            return self.buffers[old]
-        except KeyError:
-            raise ValueError(f"lower-loop-to-llvm: buffer {old} used before it was lowered") from None
 
     def extents(self, t: MemRefType, dynamic: Callable[[int], SSAValue]) -> list[SSAValue]:
         """One i64 per dimension: a constant for a static extent, else ``dynamic(axis)``."""

@@ -21,7 +21,6 @@ on one workload is in docs/runtime.md).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -36,6 +35,7 @@ from fuse_mlir.dialects.abi import ERRORS, ErrorEntry, LoopAbi
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.targets import checked_build  # noqa: F401 - re-exported (defined there: no xDSL)
 
 INDEX = IndexType()
 
@@ -164,13 +164,6 @@ class _Checker:
         self.abi.absent -= {ERRORS}  # a checked module always has its error table
         self.abi.write(self.module)
         return self.count
-
-
-def checked_build(value: bool | None = None) -> bool:
-    """Whether to build checked: ``value`` when given, else the ``FUSE_CHECK_BOUNDS`` environment variable."""
-    if value is not None:
-        return bool(value)
-    return os.environ.get("FUSE_CHECK_BOUNDS", "0").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def check_bounds(module: ModuleOp) -> int:

@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
+from fuse_mlir.dialects import loop
 from fuse_mlir.targets import PARALLEL_MIN
 
 if TYPE_CHECKING:
@@ -109,8 +110,30 @@ class FunctionBuilder:
     … ``p_rt``); an outlined function sets the ones it has itself.
     """
 
+    def v(self, old: SSAValue) -> SSAValue:
+        """The lowered value of a loop-level scalar."""
+        try:
+            return self.values[old]
+        except KeyError:
+            raise ValueError(f"lower-loop-to-llvm: value {old} used before it was lowered") from None
+
+    def buf(self, old: SSAValue) -> Buf:
+        """The lowered buffer of a loop-level memref."""
+        try:
+            return self.buffers[old]
+        except KeyError:
+            raise ValueError(f"lower-loop-to-llvm: buffer {old} used before it was lowered") from None
+
+    def counted_for(
+        self, op: loop.ForOp, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue] | None
+    ) -> Sequence[SSAValue]:
+        """Lower a ``loop.for`` over [lower, upper) (the loop-body lowering, ``lower_loop_to_llvm``, defines it)."""
+        raise NotImplementedError(f"{type(self).__name__} lowers no loop bodies")
+
     def __init__(self, shared: Shared, arg_types: Sequence[Attribute] = (PTR,) * 6, main: bool = True):
         self.shared = shared
+        self.values: dict[SSAValue, SSAValue] = {}  # lowered loop-level values
+        self.buffers: dict[SSAValue, Buf] = {}  # lowered loop-level memrefs
         self.layout = shared.layout
         self.strict = shared.strict
         self.reductions = shared.reductions
@@ -345,3 +368,4 @@ class FunctionBuilder:
             body=self.region,
             other_props=props,
         )
+

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, IntegerType, MemRefType, UnitAttr
@@ -39,9 +38,6 @@ from fuse_mlir.passes.conversions.loop_to_llvm.scalar import (
     INT_MINMAX,
     by_name,
 )
-
-if TYPE_CHECKING:
-    from fuse_mlir.passes.conversions.lower_loop_to_llvm import _Lowering
 
 _FLOAT_BINOPS_BY_NAME = by_name(FLOAT_BINOPS)
 _FLOAT_INTRINSICS_BY_NAME = by_name(FLOAT_INTRINSICS)
@@ -154,7 +150,7 @@ class Nest:
     parallel loop without any): such a nest may be split into chunks.
     """
 
-    parent: _Lowering
+    parent: FunctionBuilder
     op: loop.ForOp
     name: str
     passed: list[SSAValue]
@@ -164,7 +160,7 @@ class Nest:
     work: list[SSAValue]
 
     @staticmethod
-    def build(parent: _Lowering, op: loop.ForOp) -> Nest:
+    def build(parent: FunctionBuilder, op: loop.ForOp) -> Nest:
         shared = parent.shared
         name = f"fuse_nest{sum(1 for f in shared.funcs if not f.sym_name.data.endswith('_chunk'))}"
         if any(isinstance(i.type, MemRefType) for i in op.inits):

@@ -1,0 +1,123 @@
+"""The warm start index: from a program's text, signature and options to its lowering's tables, on disk.
+
+A second process running a program whose kernel is in the disk cache should
+not rebuild any IR. This index maps a key over everything a lowering depends
+on (the resolved program, imports included, with its file names and
+locations; the input dtypes; the lowering options; each file source's dtype
+and shape; the versions of fuse_mlir, NumPy and xDSL) to what the runner needs
+without the module: the input specs, exports, group order, fixpoint groups
+and the sha256 of the tensor_eq text (:meth:`Lowered.te_digest`), which is
+what the llvm backend keys its kernels on. A hit gives a :class:`Lowered`
+whose module is built only if something asks for it (a cold kernel, an
+``explain()``, another backend).
+
+Programs that load coordinate files (``.csv``/``.tsv``) are not indexed: their
+lowering pads the loaded arrays, so it depends on the values. Entries live in
+the disk cache folder (kind ``lowerings``) in the checksummed format of
+:mod:`fuse_mlir.backends.llvm.diskcache`; a damaged entry reads as absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fuse_mlir.diagnostics import Loc
+from fuse_mlir.lowered import FixpointGroup, InputSpec, Lowered, LowerOptions
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from fuse_mlir.frontend.resolve import Resolved
+
+__all__ = ["STATS", "load", "store", "warm_key"]
+
+KIND = "lowerings"
+FACT_SUFFIXES = (".csv", ".tsv")
+
+STATS: Counter[str] = Counter()
+"""``hits`` (lowerings read from the index), ``misses``, ``stored``: for tests and ``--timing``-style reports."""
+
+
+def _versions() -> str:
+    """fuse_mlir's source digest, NumPy's version and xDSL's installation (its ``__init__`` path and mtime: reading
+    its metadata costs tens of milliseconds, importing it hundreds)."""
+    import importlib.util
+    import os
+
+    from fuse_mlir.backends.llvm.diskcache import code_version
+
+    spec = importlib.util.find_spec("xdsl")
+    origin = spec.origin if spec is not None and spec.origin else ""
+    try:
+        stamp = os.stat(origin).st_mtime_ns if origin else 0
+    except OSError:
+        stamp = 0
+    return f"{code_version()}|numpy {np.__version__}|xdsl {origin}@{stamp}"
+
+
+def warm_key(
+    resolved: Resolved,
+    sources: Mapping[str, np.ndarray],
+    dtypes: tuple[tuple[str, np.dtype], ...],
+    options: LowerOptions | None,
+) -> str | None:
+    """The index key of one lowering, or None when it cannot be indexed (coordinate-file sources)."""
+    if any(Path(s.path).suffix.lower() in FACT_SUFFIXES for s in resolved.sources):
+        return None
+    h = hashlib.sha256(f"fuse-lowering 1|{_versions()}\n".encode())
+    h.update(repr(resolved).encode())
+    h.update(f"\n{[(n, np.dtype(d).str) for n, d in dtypes]}\n{options!r}\n".encode())
+    for name in sorted(sources):
+        a = sources[name]
+        h.update(f"{name}|{a.dtype.str}|{a.shape}\n".encode())
+    return h.hexdigest()
+
+
+def load(key: str, sources: dict[str, np.ndarray], build: Callable[[], ModuleOp]) -> Lowered | None:
+    """The lowering stored under ``key`` (its module made by ``build`` on first use), or None."""
+    from fuse_mlir.backends.llvm.diskcache import read_entry
+
+    entry = read_entry(key, KIND)
+    if entry is None:
+        STATS["misses"] += 1
+        return None
+    header = entry[0]
+    try:
+        inputs = [InputSpec(str(n), int(r), np.dtype(d), Loc.decode(loc)) for n, r, d, loc in header["inputs"]]
+        fixpoints = [FixpointGroup(str(lb), tuple(names), int(m)) for lb, names, m in header["fixpoints"]]
+        lowered = Lowered(
+            None,
+            inputs,
+            [str(x) for x in header["exports"]],
+            [str(x) for x in header["group_order"]],
+            sources,
+            fixpoints,
+            digest=str(header["digest"]),
+            build=build,
+        )
+    except (KeyError, TypeError, ValueError):
+        STATS["misses"] += 1
+        return None
+    STATS["hits"] += 1
+    return lowered
+
+
+def store(key: str, lowered: Lowered) -> None:
+    """Index ``lowered`` under ``key`` (its module's digest is computed here if not yet known)."""
+    from fuse_mlir.backends.llvm.diskcache import write_entry
+
+    header: dict[str, Any] = {
+        "inputs": [[s.name, s.rank, s.dtype.str, s.loc.encode()] for s in lowered.inputs],
+        "exports": list(lowered.exports),
+        "group_order": list(lowered.group_order),
+        "fixpoints": [[g.label, list(g.names), g.max_iters] for g in lowered.fixpoints],
+        "digest": lowered.te_digest(),
+    }
+    if write_entry(key, header, b"", KIND):
+        STATS["stored"] += 1
