@@ -160,20 +160,22 @@ class FunctionBuilder:
 
     def const(self, value: int | float, t: Attribute = I64) -> SSAValue:
         """A constant, created once per function in the entry block (building xDSL ops is the slow part)."""
-        attr: Attribute
         if isinstance(t, IntegerType):
             v = int(value)
             if t.width.data == 1:
                 v = 1 if v else 0
             key: tuple[Attribute, object] = (t, v)
-            attr = IntegerAttr(v, t)
         else:
-            assert isinstance(t, Float64Type | Float32Type | Float16Type)
             f = float(value)
             key = (t, f.hex())
-            attr = FloatAttr(f, t)
         hit = self.consts.get(key)
         if hit is None:
+            attr: Attribute
+            if isinstance(t, IntegerType):
+                attr = IntegerAttr(v, t)
+            else:
+                assert isinstance(t, Float64Type | Float32Type | Float16Type)
+                attr = FloatAttr(f, t)
             op = llvm.ConstantOp(attr, t)
             self.prologue.append(op)
             hit = self.consts[key] = op.result
