@@ -56,8 +56,8 @@ def candidates(module: ModuleOp) -> list[Operation]:
 
 def projected(op: Operation) -> list[str]:
     """The indices an op projects (operand indices absent from its result), in first-use order."""
-    out = set(te.names_of(op.attributes["indices"]))  # type: ignore[arg-type]
-    names = [n for ns in te.names_of_each(op.attributes["operand_indices"]) for n in ns]  # type: ignore[arg-type]
+    out = set(te.names_of(op.attributes["indices"]))
+    names = [n for ns in te.names_of_each(op.attributes["operand_indices"]) for n in ns]
     return [n for n in dict.fromkeys(names) if n not in out]
 
 
@@ -93,15 +93,13 @@ def sample_module(lowered: Lowered, sampled: list[int], samples: int) -> Lowered
             specs.append(InputSpec(table_name(k, p), 1, np.dtype(np.int64), _NOWHERE))
         operands = []
         each = []
-        for v, ns in zip(op.operands, te.names_of_each(op.attributes["operand_indices"])):  # type: ignore[arg-type]
+        for v, ns in zip(op.operands, te.names_of_each(op.attributes["operand_indices"])):
             hit = [n for n in ns if n in tables]
             if not hit:
                 operands.append(v)
                 each.append(list(ns))
                 continue
-            axes = [
-                te.AccessAxisAttr.gather(hit.index(n)) if n in tables else te.AccessAxisAttr.named(n) for n in ns
-            ]
+            axes = [te.AccessAxisAttr.gather(hit.index(n)) if n in tables else te.AccessAxisAttr.named(n) for n in ns]
             out = [n for n in ns if n not in tables] + [s]
             acc = te.AccessOp(
                 v,
@@ -115,7 +113,7 @@ def sample_module(lowered: Lowered, sampled: list[int], samples: int) -> Lowered
             operands.append(acc.result)
             each.append(out)
         result = op.results[0]
-        indices = list(te.names_of(op.attributes["indices"]))  # type: ignore[arg-type]
+        indices = list(te.names_of(op.attributes["indices"]))
         kind = kind_of(op)
         new: Operation
         if isinstance(op, te.ContractOp):

@@ -55,7 +55,7 @@ builtin.module {
             raise FuseError(f"monte-carlo: samples must be positive (got {self.samples})")
         picked = []
         for k, op in enumerate(candidates(module)):
-            each = te.names_of_each(op.attributes["operand_indices"])  # type: ignore[arg-type]
+            each = te.names_of_each(op.attributes["operand_indices"])
             static = extents_by_name([(ns, tuple(v.type.get_shape())) for v, ns in zip(op.operands, each)])  # type: ignore[attr-defined]
             extents = [static.get(p, -1) for p in projected(op)]
             if any(n < 0 for n in extents) or math.prod(extents) > self.samples:
