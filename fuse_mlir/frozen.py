@@ -76,7 +76,7 @@ def canonical_attr(attr: Attribute) -> tuple[str, ...]:
     else is its MLIR text.
     """
     if isinstance(attr, DenseIntOrFPElementsAttr):
-        raw = attr.data.data  # type: ignore[attr-defined]
+        raw = attr.data.data
         return ("dense", str(attr.type), hashlib.sha256(raw).hexdigest())
     if isinstance(attr, FloatAttr):
         width = getattr(attr.type, "bitwidth", 64)

@@ -470,7 +470,7 @@ def _constant(s: _State, op: te.ConstantOp) -> Array:
 
 
 def _index_constant(s: _State, op: arith.ConstantOp) -> int:
-    return int(op.value.value.data)  # type: ignore[attr-defined]
+    return int(op.value.value.data)
 
 
 def _addi(s: _State, op: arith.AddiOp) -> int:
@@ -717,13 +717,13 @@ def _axis_fn(s: _State, op: te.AxisOp) -> Array:
     params = te.params_of(op.params)
     fn = op.fn.data
     if fn == "masked_softmax":
-        res = xp.masked_softmax(xp.astype(args[0], dtype), args[1], axis, params.get("fill"))  # type: ignore[arg-type]
+        res = xp.masked_softmax(xp.astype(args[0], dtype), args[1], axis, params.get("fill"))
     elif fn == "softmax":
         res = xp.softmax(xp.astype(args[0], dtype), axis)
     elif fn == "softmax_grad":
         res = xp.softmax_grad(xp.astype(args[0], dtype), xp.astype(args[1], dtype), axis)
     else:
-        res = xp.lnorm(xp.astype(args[0], dtype), axis, **params)  # type: ignore[arg-type]
+        res = xp.lnorm(xp.astype(args[0], dtype), axis, **params)
     return xp.astype(res, dtype)
 
 
@@ -802,17 +802,17 @@ def _block(s: _State, op: te.BlockOp) -> Any:
         if va.shape[-2] != ka.shape[-2]:
             raise ValueError(f"attention: k has {ka.shape[-2]} keys but v has {va.shape[-2]}")
         mask = xp.align(arrays[3], names[3], [*batch, qs, ks]) if len(arrays) > 3 else None
-        res = xp.attention(qa, ka, va, mask, params.get("scale"), bool(params.get("causal", False)))  # type: ignore[arg-type]
+        res = xp.attention(qa, ka, va, mask, params.get("scale"), bool(params.get("causal", False)))
         batch_shape = broadcast_shape(tuple(qa.shape[:-2]), tuple(ka.shape[:-2]), tuple(va.shape[:-2]))
         return xp.astype(xp.broadcast_to(res, [*batch_shape, qa.shape[-2], va.shape[-1]]), dtype)
     x, xn = arrays[0], names[0]
     if fn == "rope":
         res = xp.rope(
             xp.astype(x, dtype), xn.index(roles["sequence"]), xn.index(roles["feature"]), params.get("base", 10000.0)
-        )  # type: ignore[arg-type]
+        )
         return xp.astype(res, dtype)
     if fn == "tucker_dense":
-        res = xp.tucker_dense(xp.astype(x, dtype), params.get("rank"), params.get("threshold", 0.5))  # type: ignore[arg-type]
+        res = xp.tucker_dense(xp.astype(x, dtype), params.get("rank"), params.get("threshold", 0.5))
         return xp.astype(res, dtype)
     idx, vals = xp.topk(x, int(params["k"]), xn.index(roles["axis"]))  # type: ignore[call-overload]
     return (xp.astype(idx, te.dtype_of(op.outputs[0])), xp.astype(vals, te.dtype_of(op.outputs[1])))

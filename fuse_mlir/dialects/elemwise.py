@@ -67,6 +67,7 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.hints import isa
 from xdsl.utils.str_enum import StrEnum
 
 from fuse_mlir.diagnostics import Loc
@@ -150,8 +151,11 @@ def int_array(values: Sequence[int]) -> ArrayAttr[IntegerAttr]:
     return ArrayAttr([IntegerAttr(v, i64) for v in values])
 
 
-def ints_of(attr: ArrayAttr) -> tuple[int, ...]:
-    return tuple(a.value.data for a in attr.data)  # type: ignore[attr-defined]
+def ints_of(attr: Attribute) -> tuple[int, ...]:
+    """Decode an ``ArrayAttr`` of ``IntegerAttr`` (maps, ``out``, ``inplace``) into a tuple of ints."""
+    if not isa(attr, ArrayAttr[IntegerAttr]):
+        raise TypeError(f"expected an array of integers, got {attr}")
+    return tuple(a.value.data for a in attr.data)
 
 
 @irdl_op_definition
@@ -359,7 +363,7 @@ class GenericOp(IRDLOperation):
         if len(term.values) != len(self.outputs):
             raise VerifyException(f"ew.generic: body yields {len(term.values)} values for {len(self.outputs)} results")
         for v, out in zip(term.values, self.outputs):
-            elem = out.type.element_type  # type: ignore[attr-defined]
+            elem = out.type.element_type
             if v.type != signless(elem):
                 raise VerifyException(f"ew.generic: body yields {v.type} but the result holds {elem}")
 
@@ -415,7 +419,7 @@ class ContractOp(IRDLOperation):
             if v.type.get_num_dims() != len(m) or any(not 0 <= d < n for d in m):  # type: ignore[attr-defined]
                 raise VerifyException(f"ew.contract: map {list(m)} does not fit {v.type}")
         out = ints_of(self.out)
-        if self.result.type.get_num_dims() != len(out):  # type: ignore[attr-defined]
+        if self.result.type.get_num_dims() != len(out):
             raise VerifyException("ew.contract: result rank differs from `out`")
         et = {self.lhs.type.element_type, self.rhs.type.element_type, self.result.type.element_type}  # type: ignore[attr-defined]
         if len(et) != 1:

@@ -59,6 +59,7 @@ from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.hints import isa
 from xdsl.utils.str_enum import StrEnum
 
 from fuse_mlir.diagnostics import Loc
@@ -129,13 +130,18 @@ def str_array_array(lists: Sequence[Sequence[str]]) -> ArrayAttr[ArrayAttr[Strin
     return ArrayAttr([str_array(x) for x in lists])
 
 
-def names_of(attr: ArrayAttr) -> tuple[str, ...]:
-    """Decode an ``ArrayAttr`` of ``StringAttr`` into a tuple of names."""
-    return tuple(a.data for a in attr.data)  # type: ignore[attr-defined]
+def names_of(attr: Attribute) -> tuple[str, ...]:
+    """Decode an ``ArrayAttr`` of ``StringAttr`` into a tuple of names (a TypeError for any other attribute)."""
+    if not isa(attr, ArrayAttr[StringAttr]):
+        raise TypeError(f"expected an array of strings, got {attr}")
+    return tuple(a.data for a in attr.data)
 
 
-def names_of_each(attr: ArrayAttr) -> tuple[tuple[str, ...], ...]:
-    return tuple(names_of(a) for a in attr.data)  # type: ignore[arg-type]
+def names_of_each(attr: Attribute) -> tuple[tuple[str, ...], ...]:
+    """Decode an ``ArrayAttr`` of name arrays (``operand_indices``) into a tuple of name tuples."""
+    if not isinstance(attr, ArrayAttr):
+        raise TypeError(f"expected an array of name arrays, got {attr}")
+    return tuple(names_of(a) for a in attr.data)
 
 
 def params_attr(params: dict[str, object]) -> DictionaryAttr:
@@ -495,7 +501,7 @@ class ConstantOp(IRDLOperation):
 
     def verify_(self) -> None:
         _check_rank(self, self.result, names_of(self.indices), "result")
-        if self.value.type.get_shape() != self.result.type.get_shape():  # type: ignore[attr-defined]
+        if self.value.type.get_shape() != self.result.type.get_shape():
             raise VerifyException("te.constant: value shape differs from result type")
 
 
@@ -1245,7 +1251,7 @@ class FixpointOp(IRDLOperation):
         """Whether each carried value takes part in the convergence test."""
         if self.checked is None:
             return [True] * len(self.inits)
-        return [bool(a.value.data) for a in self.checked.data]  # type: ignore[attr-defined]
+        return [bool(a.value.data) for a in self.checked.data]
 
     def verify_(self) -> None:
         n = len(self.inits)

@@ -711,11 +711,11 @@ class Lowerer:
 
     def _def_value(self, d: DimDef) -> SSAValue:
         if d.kind == "const":
-            return self.emit(arith.ConstantOp(IntegerAttr(int(d.value), IndexType()))).results[0]  # type: ignore[arg-type]
+            return self.emit(arith.ConstantOp(IntegerAttr(int(d.value), IndexType()))).results[0]
         if d.kind == "input":
-            name, axis = d.value  # type: ignore[misc]
+            name, axis = d.value
             return self.emit(te.DimOp(self.values[name].value, axis)).results[0]
-        op, *args = d.value  # type: ignore[misc]
+        op, *args = d.value
         if op == "slice":
             key, start, stop, step = args
             return self.emit(te.SliceLenOp(self.extent(key), start, stop, step)).results[0]
@@ -825,7 +825,7 @@ class Lowerer:
                 tv = self.values[n]
                 got[n] = tv.dtype
                 if tv.dtype != dtypes[n]:
-                    t = te.tensor_type(dtypes[n], tv.value.type.get_shape())  # type: ignore[attr-defined]
+                    t = te.tensor_type(dtypes[n], tv.value.type.get_shape())
                     tv = TV(self.emit(te.CastOp(tv.value, tv.names, t)).results[0], tv.names)
                 yielded.append(tv.value)
             ops = self.ops
@@ -1026,7 +1026,7 @@ class Lowerer:
         """``fn`` over ``vals`` (folded when all are literals); ``loc`` is kept on a ``pow``, whose error it locates."""
         tensors = [v for v in vals if isinstance(v, TV)]
         if not tensors:
-            return Weak(dt.fold(fn, [v.value for v in vals], params or {}))  # type: ignore[union-attr]
+            return Weak(dt.fold(fn, [v.value for v in vals], params or {}))
         others = [t.dtype for t in tensors]
         if fn == "select":
             # np.where: a literal branch takes its type from the other branch, never from the condition
@@ -1136,7 +1136,7 @@ class Lowerer:
             return base
         items = ref.indices
         if all(isinstance(i, A.IndexName) for i in items):
-            names = [i.name for i in items]  # type: ignore[union-attr]
+            names = [i.name for i in items]
             if len(set(names)) == len(names):
                 return TV(base.value, tuple(names))
         axes: list[te.AccessAxisAttr] = []
@@ -1261,11 +1261,11 @@ class Lowerer:
                 raise FuseError(f"{b.name}() needs an axis that its argument has", call.loc)
             params = {}
             if b.name == "lnorm":
-                params["eps"] = float(self.static_param(call, "eps", 1e-5))  # type: ignore[arg-type]
+                params["eps"] = float(self.static_param(call, "eps", 1e-5))
             if b.name == "masked_softmax":
                 fill = self.static_param(call, "fill")
                 if fill is not None:
-                    params["fill"] = float(fill)  # type: ignore[arg-type]
+                    params["fill"] = float(fill)
             names: dict[str, None] = {}
             for v in vals:
                 for n in v.names:
@@ -1296,7 +1296,7 @@ class Lowerer:
 
     def _single(self, values: list[SSAValue], call: A.Call) -> tuple[SSAValue, tuple[str, ...]]:
         op = values[0].owner
-        return values[0], te.names_of(op.indices)  # type: ignore[union-attr]
+        return values[0], te.names_of(op.indices)
 
     def lower_constructor(self, call: A.Call, b: bi.Builtin, proj: str, needed: set[str]) -> Val:
         eq = self.prog.equations[self.eq_id] if self.eq_id >= 0 else None
@@ -1323,8 +1323,8 @@ class Lowerer:
         raise FuseError(f"unsupported constructor {b.name}", call.loc)
 
     def lower_concat(self, call: A.Call, proj: str, needed: set[str]) -> Val:
-        axis = self.kwarg(call, "axis").name  # type: ignore[union-attr]
-        parts = [v.name for k, v in call.kwargs if k.startswith("__part")]  # type: ignore[union-attr]
+        axis = self.kwarg(call, "axis").name
+        parts = [v.name for k, v in call.kwargs if k.startswith("__part")]
         argnames = [free_indices(a) for a in call.args]
         vals = []
         for k, (a, part) in enumerate(zip(call.args, parts)):
@@ -1344,9 +1344,9 @@ class Lowerer:
 
     def lower_flatten(self, call: A.Call, proj: str, needed: set[str]) -> Val:
         """One-argument ``concat``: the argument over its kept indices, its two flattened axes moved last."""
-        outer = self.kwarg(call, FLATTEN_OUTER).name  # type: ignore[union-attr]
-        inner = self.kwarg(call, FLATTEN_INNER).name  # type: ignore[union-attr]
-        target = self.kwarg(call, "axis").name  # type: ignore[union-attr]
+        outer = self.kwarg(call, FLATTEN_OUTER).name
+        inner = self.kwarg(call, FLATTEN_INNER).name
+        target = self.kwarg(call, "axis").name
         arg = self.materialize(self.lower_arg(call.args[0], proj, needed - {target}, None, {outer, inner}))
         order = [n for n in arg.names if n not in (outer, inner)] + [outer, inner]
         arg = self.to_names(arg, order)
@@ -1385,7 +1385,7 @@ class Lowerer:
             out = batch + [qs, e]
             scale = self.static_param(call, "scale")
             if scale is not None:
-                params["scale"] = float(scale)  # type: ignore[arg-type]
+                params["scale"] = float(scale)
             params["causal"] = bool(self.static_param(call, "causal", False))
             dtype = np.result_type(*[t.dtype for t in vals[:3]])
             if dtype.kind not in "f":
@@ -1396,11 +1396,11 @@ class Lowerer:
             axis = call_axis_name(call, list(x.names), self.dotted)
             if len(x.names) < 2:
                 raise FuseError("rope needs a sequence and a feature index", call.loc)
-            pos = x.names.index(axis)  # type: ignore[arg-type]
+            pos = x.names.index(axis)
             if pos == 0:
                 raise FuseError("rope: the feature axis needs a sequence axis before it", call.loc)
             roles = {"feature": axis, "sequence": x.names[pos - 1]}  # type: ignore[dict-item]
-            params["base"] = float(self.static_param(call, "base", 10000.0))  # type: ignore[arg-type]
+            params["base"] = float(self.static_param(call, "base", 10000.0))
             out = list(x.names)
             dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
             types = [self.ttype(dtype, out)]
@@ -1409,7 +1409,7 @@ class Lowerer:
             rank = self.static_param(call, "rank")
             if rank is not None:
                 params["rank"] = rank
-            params["threshold"] = float(self.static_param(call, "threshold", 0.5))  # type: ignore[arg-type]
+            params["threshold"] = float(self.static_param(call, "threshold", 0.5))
             out = list(x.names)
             dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
             types = [self.ttype(dtype, out)]

@@ -182,18 +182,18 @@ class EwInterpreter(Interpreter):
 def host_call(fn: str, arrays: list[np.ndarray], params: dict[str, object]) -> Any:
     """The builtins the runtime runs on NumPy for every backend (same code, same results)."""
     if fn == "concat":
-        return nb.concat(arrays, int(params["axis"]))  # type: ignore[arg-type]
+        return nb.concat(arrays, int(params["axis"]))
     if fn == "tucker_dense":
         return nb.tucker_dense(arrays[0], rank=params.get("rank"), threshold=float(params.get("threshold", 0.5)))  # type: ignore[arg-type]
     if fn == "topk":
-        return nb.topk(arrays[0], int(params["k"]), axis=int(params["axis"]))  # type: ignore[arg-type]
+        return nb.topk(arrays[0], int(params["k"]), axis=int(params["axis"]))
     raise FuseRuntimeError(f"unknown host call {fn}")
 
 
 def _scalar_op(op: Operation, args: list[Any]) -> Any:
     rt = np_scalar_type(op.results[0].type) if op.results else None
     if isinstance(op, arith.ConstantOp):
-        v = op.value.value.data  # type: ignore[attr-defined]
+        v = op.value.value.data
         return np.asarray(v, dtype=rt)
     cls = type(op)
     simple = {

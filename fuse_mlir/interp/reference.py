@@ -212,7 +212,7 @@ class Interpreter:
         return te.dense_value(op.value)
 
     def index_constant(self, op: arith.ConstantOp) -> int:
-        return int(op.value.value.data)  # type: ignore[attr-defined]
+        return int(op.value.value.data)
 
     def addi(self, op: arith.AddiOp) -> int:
         return self.get(op.lhs) + self.get(op.rhs)
@@ -509,7 +509,7 @@ _HANDLERS: dict[type, Callable[[Interpreter, Any], Any]] = {
 }
 
 
-Interpreter.handlers = _HANDLERS  # type: ignore[attr-defined]
+Interpreter.handlers = _HANDLERS
 
 
 def run_module(module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]) -> RunResult:

@@ -60,7 +60,7 @@ def op_index_extents(op: Operation, shapes: Mapping[SSAValue, object]) -> dict[s
     attr = op.attributes.get("operand_indices")
     pairs: list[tuple[Sequence[str], Shape]] = []
     if attr is not None:
-        pairs = [(ns, shapes[v]) for v, ns in zip(op.operands, te.names_of_each(attr))]  # type: ignore[arg-type]
+        pairs = [(ns, shapes[v]) for v, ns in zip(op.operands, te.names_of_each(attr))]
     out = op.attributes.get("indices")
     if out is not None and op.results and op.results[0] in shapes:
         pairs.append((te.names_of(out), shapes[op.results[0]]))  # type: ignore[arg-type]
@@ -101,9 +101,9 @@ def _infer(
         case te.SourceOp():
             return [tuple(sources[op.tensor_name.data].shape)]
         case te.ConstantOp():
-            return [tuple(op.value.type.get_shape())]  # type: ignore[attr-defined]
+            return [tuple(op.value.type.get_shape())]
         case arith.ConstantOp():
-            return [int(op.value.value.data)]  # type: ignore[attr-defined]
+            return [int(op.value.value.data)]
         case arith.AddiOp():
             return [env[op.lhs] + env[op.rhs]]  # type: ignore[operator]
         case arith.MuliOp():
@@ -138,14 +138,14 @@ def _infer(
             return [(*s[:-2], s[-2] * s[-1])]
         case te.GenerateOp():
             ext = [env[e] for e in op.extents]
-            return [tuple(ext)]  # type: ignore[arg-type]
+            return [tuple(ext)]
         case te.PlaceOp():
             names = te.names_of_each(op.operand_indices)[0]
             extents = iter(env[e] for e in op.extents)
             s = shape(op.input)
             return [
                 tuple(
-                    next(extents) if p >= 0 else s[names.index(n)]  # type: ignore[misc]
+                    next(extents) if p >= 0 else s[names.index(n)]
                     for n, p in zip(te.names_of(op.indices), op.position_list())
                 )
             ]

@@ -76,7 +76,7 @@ def own_names(v: SSAValue) -> tuple[str, ...]:
     """The index names a value's producer gives its axes."""
     op = v.owner
     assert isinstance(op, Operation)
-    return te.names_of(op.attributes["indices"])  # type: ignore[arg-type]
+    return te.names_of(op.attributes["indices"])
 
 
 @dataclass

@@ -113,7 +113,7 @@ def inline_producer(
         consumer.iterator_list(),
         kinds,
         region,
-        types,  # type: ignore[arg-type]
+        types,
         loc_text(consumer),
     )
 
@@ -131,7 +131,7 @@ def merge_siblings(first: ew.GenericOp, second: ew.GenericOp) -> ew.GenericOp:
         args = [block.args[p] for p in i] + [block.args[nin + p] for p in t]
         yielded += _copy_body(kernel.body.block, block, args, dims)
     block.add_op(ew.YieldOp(yielded))
-    types: list[TensorType] = [r.type for k in (first, second) for r in k.outputs]  # type: ignore[misc]
+    types: list[TensorType] = [r.type for k in (first, second) for r in k.outputs]
     return ew.GenericOp(
         ops.inputs,
         ops.tables,

@@ -44,8 +44,8 @@ def candidates(module: ModuleOp) -> list[Operation]:
 
 def projected(op: Operation) -> list[str]:
     """The indices an op projects (operand indices absent from its result), in first-use order."""
-    out = set(te.names_of(op.attributes["indices"]))  # type: ignore[arg-type]
-    names = [n for ns in te.names_of_each(op.attributes["operand_indices"]) for n in ns]  # type: ignore[arg-type]
+    out = set(te.names_of(op.attributes["indices"]))
+    names = [n for ns in te.names_of_each(op.attributes["operand_indices"]) for n in ns]
     return [n for n in dict.fromkeys(names) if n not in out]
 
 
@@ -83,7 +83,7 @@ def sample_ops(module: ModuleOp, sampled: list[int], samples: int) -> list[Input
             specs.append(InputSpec(table_name(k, p), 1, np.dtype(np.int64), _NOWHERE))
         operands = []
         each = []
-        for v, ns in zip(op.operands, te.names_of_each(op.attributes["operand_indices"])):  # type: ignore[arg-type]
+        for v, ns in zip(op.operands, te.names_of_each(op.attributes["operand_indices"])):
             hit = [n for n in ns if n in tables]
             if not hit:
                 operands.append(v)
@@ -105,7 +105,7 @@ def sample_ops(module: ModuleOp, sampled: list[int], samples: int) -> list[Input
             operands.append(acc.result)
             each.append(out)
         result = op.results[0]
-        indices = list(te.names_of(op.attributes["indices"]))  # type: ignore[arg-type]
+        indices = list(te.names_of(op.attributes["indices"]))
         kind = kind_of(op)
         new: Operation
         if isinstance(op, te.ContractOp):
@@ -158,7 +158,7 @@ builtin.module {
             raise FuseError(f"monte-carlo: samples must be positive (got {self.samples})")
         picked = []
         for k, op in enumerate(candidates(module)):
-            each = te.names_of_each(op.attributes["operand_indices"])  # type: ignore[arg-type]
+            each = te.names_of_each(op.attributes["operand_indices"])
             static = extents_by_name([(ns, tuple(v.type.get_shape())) for v, ns in zip(op.operands, each)])  # type: ignore[attr-defined]
             extents = [static.get(p, -1) for p in projected(op)]
             if any(n < 0 for n in extents) or math.prod(extents) > self.samples:
