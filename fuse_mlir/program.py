@@ -9,6 +9,7 @@ specialisation.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import time
@@ -26,6 +27,7 @@ from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.lower import Lowered, LowerOptions, load_sources, lower_program
 from fuse_mlir.frontend.parser import parse, recursion_room
 from fuse_mlir.frontend.resolve import Resolved, explain_term, free_indices, resolve, split_factors, split_terms
+from fuse_mlir.stages import StageTimes, stage
 
 if TYPE_CHECKING:
     from fuse_mlir.fixpoint import RunInfo
@@ -47,9 +49,12 @@ class Program:
         if base_dir is None:
             base_dir = Path(filename).parent if filename not in ("<string>", "<stdin>") else Path.cwd()
         self.base_dir = Path(base_dir)
-        with recursion_room():  # the resolver walks expressions recursively (see parser.MAX_OPERATORS)
-            self.ast: A.Module = parse(source, filename)
-            self.resolved: Resolved = resolve(self.ast, self.base_dir)
+        with recursion_room(), StageTimes() as times:  # the resolver recurses (see parser.MAX_OPERATORS)
+            with stage("parse"):
+                self.ast: A.Module = parse(source, filename)
+            with stage("resolve"):
+                self.resolved: Resolved = resolve(self.ast, self.base_dir)
+        self.frontend_seconds: dict[str, float] = times.as_dict()  # parse, resolve: part of every compile's stats
         self._sources: dict[str, np.ndarray] | None = None
         self._lowered: dict[tuple, Lowered] = {}
 
@@ -115,7 +120,9 @@ class Program:
         hit = self._lowered.get((key, options))
         if hit is None:
             with recursion_room():  # the lowering walks expressions recursively (see parser.MAX_OPERATORS)
-                hit = lower_program(self.resolved, dict(key), self.source_arrays(), options)
+                sources = self.source_arrays()
+                with stage("lower-to-te"):
+                    hit = lower_program(self.resolved, dict(key), sources, options)
             if options is not None and options.mode == "fixpoint" and options.semi_naive:
                 from fuse_mlir.passes.semi_naive import semi_naive
 
@@ -292,6 +299,7 @@ class Runner:
     # (lowered, inputs, seconds), turned into one when asked for
     _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
     _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
+    _stages: dict[str, float] = field(default_factory=dict, repr=False)  # compile_stats, less the frontend's
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         out = None
@@ -359,11 +367,13 @@ class Runner:
         from fuse_mlir.io.sinks import write_sink
 
         given = dict(inputs or {})
-        arrays = self._validate(given)
-        t0 = time.perf_counter()
-        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
-        lower_seconds = time.perf_counter() - t0  # ~0 once this dtype signature has been lowered
-        result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds)
+        times = StageTimes(self.program.filename)  # the stages of this call's compile (none when cached)
+        with times:  # active through execute's prepare (the backend's compile)
+            arrays = self._validate(given)  # the first call lowers here (the input signature)
+            t0 = time.perf_counter()
+            lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
+            lower_seconds = time.perf_counter() - t0  # ~0 once this dtype signature has been lowered
+            result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds, stages=times)
         self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
         if info.groups and self._last is not None:
             self._last.iterations = {n: g.iterations for g in info.groups for n in (g.label, *g.names)}
@@ -386,13 +396,16 @@ class Runner:
         out: Mapping[str, Any] | None = None,
         *,
         compile_seconds: float = 0.0,
+        stages: StageTimes | None = None,
     ) -> Any:
         """Run one lowered module on validated arrays (after the mode's rewrite), recording it for explain().
 
         Compiling and running are timed apart: ``compile_seconds`` (the
         caller's lowering) plus the backend's ``prepare(lowered)`` where it has
         one (the llvm backend compiles or loads its kernel there) count as
-        compile time; only the call itself counts as run time.
+        compile time; only the call itself counts as run time. The compile's
+        stages (``stages``, collected here around ``prepare``) are added to
+        :attr:`compile_stats`.
         """
         from fuse_mlir.modes.trace import run_profiled
 
@@ -400,10 +413,19 @@ class Runner:
             lowered, arrays = self.rewrite(lowered, arrays)
         shapes = op_seconds = None
         prepare = getattr(self.executor, "prepare", None)
+        own = StageTimes(self.program.filename) if stages is None else None  # else the caller's, already active
         if prepare is not None and not (self.profile and self.backend == "reference"):
+            collector = own if own is not None else stages
+            before = collector.total  # type: ignore[union-attr]
             t0 = time.perf_counter()
-            prepare(lowered)
-            compile_seconds += time.perf_counter() - t0
+            with own if own is not None else contextlib.nullcontext():
+                prepare(lowered)
+            seconds = time.perf_counter() - t0
+            compile_seconds += seconds
+            rest = seconds - (collector.total - before)  # type: ignore[union-attr]
+            if rest > 1e-3:  # the backend's own work between the stages it reports (cache keys, tables, ...)
+                collector.add("backend-other", rest)  # type: ignore[union-attr]
+        self._add_stages(own if own is not None else stages)  # type: ignore[arg-type]
         t0 = time.perf_counter()
         if self.profile and self.backend == "reference" and out is None:
             result, shapes, op_seconds = run_profiled(lowered.module, arrays, lowered.sources)
@@ -415,6 +437,23 @@ class Runner:
             result = self.executor(lowered, arrays)
         self._record(lowered, arrays, time.perf_counter() - t0, compile_seconds, shapes, op_seconds)
         return result
+
+    @property
+    def compile_stats(self) -> dict[str, float]:
+        """Seconds per compile stage over every compile this runner did, run time apart (docs/runtime.md).
+
+        Stages in the order they first ran: ``parse`` and ``resolve`` (when the
+        program was made), ``lower-to-te``, each pass by name (``fuse``,
+        ``dedup``, ``lower-ew-to-loop``, ...), and for the llvm backend
+        ``loop-to-llvm``, ``emit-llvm-ir``, ``llvm-parse``, ``llvm-optimize``,
+        ``llvm-codegen`` (or ``llvm-load`` for a kernel from the disk cache).
+        A call that compiled nothing adds nothing.
+        """
+        return {**self.program.frontend_seconds, **self._stages}
+
+    def _add_stages(self, times: StageTimes) -> None:
+        for name, seconds in times.stages.items():
+            self._stages[name] = self._stages.get(name, 0.0) + seconds
 
     def _record(
         self,

@@ -33,6 +33,8 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
+from fuse_mlir.stages import record
+
 __all__ = [
     "FUSE_MAIN_TYPE",
     "JitError",
@@ -249,6 +251,8 @@ def jit_compile(
     if not address:
         raise JitError(f"the module defines no function @{name}")
     timings = {"parse": t1 - t0, "optimize": t2 - t1, "codegen": t3 - t2}
+    for stage_name, seconds in timings.items():
+        record(f"llvm-{stage_name}", seconds)
     obj = objects[0] if len(objects) == 1 else None
     return JitFunction(fn_type(address), address, engine, timings, obj, symbols)
 
@@ -274,4 +278,5 @@ def load_object(
         t1 = time.perf_counter()
     if not address:
         raise JitError(f"the cached object defines no function @{name}")
+    record("llvm-load", t1 - t0)
     return JitFunction(fn_type(address), address, engine, {"load": t1 - t0}, obj, symbols)

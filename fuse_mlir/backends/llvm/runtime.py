@@ -48,6 +48,7 @@ from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc, format_detai
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
+from fuse_mlir.stages import record
 from fuse_mlir.passes.lower_loop_to_llvm import (
     ERR_ALLOC,
     ERR_HOST_CALL,
@@ -477,8 +478,10 @@ class NativeKernel:
         lowered = module.clone()
         lower_module(lowered, strict=strict, threads=threads, parallel_min=parallel_min)
         t1 = time.perf_counter()
+        record("loop-to-llvm", t1 - t0)
         self.llvm_ir: str | None = emit_llvm_ir(lowered)
         t2 = time.perf_counter()
+        record("emit-llvm-ir", t2 - t1)
         jit = jit_compile(self.llvm_ir, opt_level=opt_level, keep_object=keep_object)
         self._setup(spec, jit, {"lower": t1 - t0, "emit": t2 - t1, **jit.timings})
 
