@@ -8,9 +8,9 @@ t:``; collectors nest, an outer one sees what inner ones see) and nowhere when
 none is active, so a stage costs a context-variable read when nobody listens.
 
 A collector made with a ``label`` says when a compile is slow: once it has run
-for ``progress_after`` seconds (default 1), every stage that starts is logged
-at INFO on the ``fuse_mlir.compile`` logger (``compiling prog.fuse: fuse (1.3 s
-so far)``) and so is the end; fast compiles log nothing. The ``fuse`` command
+for ``progress_after`` seconds (default 1), every stage that ends is logged at
+INFO on the ``fuse_mlir.compile`` logger (``compiling prog.fuse: fuse 0.21 s
+(1.3 s so far)``), and so is the end of the compile; fast compiles log nothing. The ``fuse`` command
 shows those lines on stderr; a library user sees them with
 ``logging.basicConfig(level=logging.INFO)``.
 """
@@ -26,6 +26,9 @@ from types import TracebackType
 
 LOG = logging.getLogger("fuse_mlir.compile")
 """The logger of compile progress lines (INFO)."""
+
+FRONTEND_STAGES = ("parse", "resolve", "lower-to-te")
+"""The stages a :class:`~fuse_mlir.program.Program` times itself (``Program.frontend_seconds``)."""
 
 PROGRESS_AFTER = 1.0
 """Seconds after which a labelled compile starts logging its stages."""
@@ -64,18 +67,14 @@ class StageTimes:
             LOG.info("compiled %s in %.1f s", self.label, self.total)
 
     def add(self, name: str, seconds: float) -> None:
-        """Add ``seconds`` to stage ``name``."""
+        """Add ``seconds`` to stage ``name`` (and log it if this compile has taken ``progress_after`` seconds)."""
         self.stages[name] = self.stages.get(name, 0.0) + seconds
         self.counts[name] = self.counts.get(name, 0) + 1
-
-    def starting(self, name: str) -> None:
-        """Log the stage that starts now if this compile has already taken ``progress_after`` seconds."""
-        if self.progress_after is None:
-            return
-        elapsed = time.perf_counter() - self.started
-        if elapsed >= self.progress_after:
-            self.reported = True
-            LOG.info("compiling %s: %s (%.1f s so far)", self.label, name, elapsed)
+        if self.progress_after is not None:
+            elapsed = time.perf_counter() - self.started
+            if elapsed >= self.progress_after:
+                self.reported = True
+                LOG.info("compiling %s: %s %.2f s (%.1f s so far)", self.label, name, seconds, elapsed)
 
     @property
     def total(self) -> float:
@@ -115,8 +114,6 @@ def stage(name: str) -> Iterator[None]:
     if not listeners:
         yield
         return
-    for times in listeners:
-        times.starting(name)
     start = time.perf_counter()
     try:
         yield
