@@ -48,7 +48,6 @@ from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc, format_detai
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
-from fuse_mlir.stages import record
 from fuse_mlir.passes.lower_loop_to_llvm import (
     ERR_ALLOC,
     ERR_HOST_CALL,
@@ -60,6 +59,7 @@ from fuse_mlir.passes.lower_loop_to_llvm import (
     lower_module,
     reuse_table,
 )
+from fuse_mlir.stages import record
 
 from . import arena
 from .arena import DATA_OFFSET, ERR_LAYOUT, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
