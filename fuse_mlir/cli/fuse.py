@@ -223,7 +223,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.explain:
         sys.stderr.write(f"{runner.explain('text')}\n")
     if args.timing:
-        sys.stderr.write(timing_report(runner.compile_stats, wall - (sum(runner.compile_stats.values()) - compiled_before)))
+        sys.stderr.write(
+            timing_report(runner.compile_stats, wall - (sum(runner.compile_stats.values()) - compiled_before))
+        )
     if args.out is not None:
         save_exports(exports, args.out)
     elif args.json:
