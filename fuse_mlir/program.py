@@ -372,11 +372,12 @@ class Runner:
 
         given = dict(inputs or {})
         times = StageTimes(self.program.filename)  # the stages of this call's compile (none when cached)
+        lowered_before = self.program.frontend_seconds.get("lower-to-te", 0.0)
         with times:  # active through execute's prepare (the backend's compile)
             arrays = self._validate(given)  # the first call lowers here (the input signature)
-            t0 = time.perf_counter()
             lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
-            lower_seconds = time.perf_counter() - t0  # ~0 once this dtype signature has been lowered
+            # 0 once this dtype signature has been lowered
+            lower_seconds = self.program.frontend_seconds.get("lower-to-te", 0.0) - lowered_before
             result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds, stages=times)
         self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
         if info.groups and self._last is not None:

@@ -247,14 +247,25 @@ def timing_report(stages: Mapping[str, float], run_seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to whatever ``sys.stderr`` is when a record comes (redirections made later apply)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def show_progress() -> None:
     """Show the compiler's progress lines (``fuse_mlir.compile`` at INFO) on stderr, as ``fuse: ...``."""
     from fuse_mlir.stages import LOG
 
-    if not any(getattr(h, "_fuse_progress", False) for h in LOG.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _StderrHandler) for h in LOG.handlers):
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("fuse: %(message)s"))
-        handler._fuse_progress = True  # type: ignore[attr-defined]
         LOG.addHandler(handler)
     LOG.setLevel(logging.INFO)
 
