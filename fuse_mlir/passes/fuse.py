@@ -112,12 +112,56 @@ class _Fuser(Schedule):
         self._heaps: list[list[tuple[int, int, ew.GenericOp]]] = [[] for _ in self.PHASES]
         self._pending: list[set[ew.GenericOp]] = [set() for _ in self.PHASES]
         self._seq = 0
+        self._fact_cache: dict[Operation, tuple[int, bool, bool, frozenset, frozenset]] = {}
+        self._first_user: dict[Operation, float] = {}  # invalidated by _touched
+        self._last_read: dict[Operation, int] = {}  # invalidated by _touched
         for k in kernels:
             self._by_sig.setdefault(self.sig(k), set()).add(k)
             self._push(k, range(len(self.PHASES)))
 
     def width(self, kernel: ew.GenericOp) -> int:
-        return len(kernel.inputs) + len(kernel.tables)
+        return self._facts(kernel)[0]
+
+    def _facts(self, kernel: ew.GenericOp) -> tuple[int, bool, bool, frozenset, frozenset]:
+        """Width, has a gather, has a reduction, (input, map) pairs, tables (dropped when its operands change)."""
+        hit = self._fact_cache.get(kernel)
+        if hit is None:
+            pairs = frozenset(zip(kernel.inputs, kernel.map_list()))
+            tables = frozenset(kernel.tables)
+            hit = (
+                len(kernel.inputs) + len(kernel.tables),
+                _has_gather(kernel),
+                self.is_reduction(kernel),
+                pairs,
+                tables,
+            )
+            self._fact_cache[kernel] = hit
+        return hit
+
+    def _allowed(self, a: ew.GenericOp, b: ew.GenericOp) -> bool:
+        """:func:`_allowed` for two kernels, from their cached facts."""
+        fa, fb = self._facts(a), self._facts(b)
+        if (fa[2] or fb[2]) and not self.target.fuse_reductions:
+            return False
+        if (fa[1] or fb[1]) and not self.target.fuse_gathers:
+            return False
+        return self.target.fuse or all(f[2] or f[1] for f in (fa, fb))
+
+    def first_user(self, kernel: ew.GenericOp) -> float:
+        """The lowest position of an op using a result of ``kernel`` (inf if none); cached until a move touches it."""
+        hit = self._first_user.get(kernel)
+        if hit is None:
+            hit = self._first_user[kernel] = min(
+                (p for r in kernel.outputs for p in self.user_positions(r)), default=float("inf")
+            )
+        return hit
+
+    def last_read(self, kernel: ew.GenericOp) -> int:
+        """The highest position of an op defining a value ``kernel`` reads (-1 if none); cached likewise."""
+        hit = self._last_read.get(kernel)
+        if hit is None:
+            hit = self._last_read[kernel] = max((self.owner_position(v) for v in reads(kernel)), default=-1)
+        return hit
 
     def is_reduction(self, kernel: ew.GenericOp) -> bool:
         hit = self._reduction.get(kernel)
@@ -172,6 +216,12 @@ class _Fuser(Schedule):
             top = top_level(owner, self.block) if isinstance(owner, Operation) else None
             if isinstance(top, ew.GenericOp) and top is not new:
                 self._push(top, (1, 3))
+                self._first_user.pop(top, None)  # its users changed
+        for r in new.outputs:
+            for use in r.uses:  # they read new's results now, instead of the replaced kernels'
+                user = top_level(use.operation, self.block)
+                self._last_read.pop(user, None)  # type: ignore[arg-type]
+                self._fact_cache.pop(user, None)  # type: ignore[arg-type]
         sig, here = self.sig(new), self.pos[new]
         if self.is_reduction(new):
             later = [k for k in self._by_sig[sig] if k in self.pos and self.pos[k] > here]
@@ -228,21 +278,23 @@ class _Fuser(Schedule):
         return False
 
     def merge(self, a: ew.GenericOp, b: ew.GenericOp) -> bool:
+        # Pure checks, cheapest first (the order changes no outcome): the placement, then what is shared.
         if self.sig(a) != self.sig(b):
             return False
-        shared = {(v, m) for v, m in zip(a.inputs, a.map_list())} & {(v, m) for v, m in zip(b.inputs, b.map_list())}
-        if not shared and not set(a.tables) & set(b.tables) and not self.is_reduction(a):
-            return False  # maps with nothing in common gain nothing; reductions still share one pass
-        if not _allowed(self.target, (a, b)):
-            return False
-        if self.width(a) + self.width(b) - len(shared) > self.max_operands:
-            return False
         pa, pb = self.pos[a], self.pos[b]
-        if all(p > pb for r in a.outputs for p in self.user_positions(r)):
+        if self.first_user(a) > pb:  # every user of a comes after b: the merged kernel goes at b
             at: Operation = b
-        elif all(self.owner_position(v) < pa for v in reads(b)):
+        elif self.last_read(b) < pa:  # everything b reads is ready before a: it goes at a
             at = a
         else:
+            return False
+        fa, fb = self._facts(a), self._facts(b)
+        shared = fa[3] & fb[3]
+        if not shared and not fa[4] & fb[4] and not fa[2]:
+            return False  # maps with nothing in common gain nothing; reductions still share one pass
+        if not self._allowed(a, b):
+            return False
+        if fa[0] + fb[0] - len(shared) > self.max_operands:
             return False
         if self.depends(b, a):
             return False
