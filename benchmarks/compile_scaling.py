@@ -150,6 +150,7 @@ GROUPS = {  # table columns: stage names summed into each
     "emit IR": ("emit-llvm-ir",),
     "llvmlite": ("llvm-parse", "llvm-optimize", "llvm-codegen", "llvm-load"),
 }
+# "other": the backend's work between the stages it reports (backend-other: cache keys, tables, set-up).
 
 
 def grouped(stages: dict[str, float]) -> dict[str, float]:

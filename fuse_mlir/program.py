@@ -422,14 +422,14 @@ class Runner:
         if prepare is not None and not (self.profile and self.backend == "reference"):
             collector = own if own is not None else stages
             before = collector.total  # type: ignore[union-attr]
-            t0 = time.perf_counter()
-            with own if own is not None else contextlib.nullcontext():
+            with own if own is not None else contextlib.nullcontext():  # the collector is active in here
+                t0 = time.perf_counter()
                 prepare(lowered)
-            seconds = time.perf_counter() - t0
+                seconds = time.perf_counter() - t0
+                rest = seconds - (collector.total - before)  # type: ignore[union-attr]
+                if rest > 1e-3:  # the backend's own work between the stages it reports (cache keys, tables, ...)
+                    record("backend-other", rest)
             compile_seconds += seconds
-            rest = seconds - (collector.total - before)  # type: ignore[union-attr]
-            if rest > 1e-3:  # the backend's own work between the stages it reports (cache keys, tables, ...)
-                collector.add("backend-other", rest)  # type: ignore[union-attr]
         self._add_stages(own if own is not None else stages)  # type: ignore[arg-type]
         t0 = time.perf_counter()
         if self.profile and self.backend == "reference" and out is None:
