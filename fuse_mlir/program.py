@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from fuse_mlir.frontend.parser import parse, recursion_room
 from fuse_mlir.frontend.resolve import Resolved, explain_term, free_indices, resolve, split_factors, split_terms
 from fuse_mlir.lowered import Lowered, LowerOptions, load_sources
 from fuse_mlir.modes.runner import Runner  # re-exported: the public API names them here
+from fuse_mlir.stages import StageTimes, record, stage
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -46,9 +48,13 @@ class Program:
         if base_dir is None:
             base_dir = Path(filename).parent if filename not in ("<string>", "<stdin>") else Path.cwd()
         self.base_dir = Path(base_dir)
-        with recursion_room():  # the resolver walks expressions recursively (see parser.MAX_OPERATORS)
-            self.ast: A.Module = parse(source, filename)
-            self.resolved: Resolved = resolve(self.ast, self.base_dir)
+        with recursion_room(), StageTimes() as times:  # the resolver recurses (see parser.MAX_OPERATORS)
+            with stage("parse"):
+                self.ast: A.Module = parse(source, filename)
+            with stage("resolve"):
+                self.resolved: Resolved = resolve(self.ast, self.base_dir)
+        # parse, resolve and (added by lower()) lower-to-te: the frontend's part of every runner's compile_stats
+        self.frontend_seconds: dict[str, float] = times.as_dict()
         self._sources: dict[str, np.ndarray] | None = None
         self._lowered: dict[tuple, Lowered] = {}
 
@@ -153,7 +159,12 @@ class Program:
         from fuse_mlir.frontend.lower import lower_program
 
         with recursion_room():  # the lowering walks expressions recursively (see parser.MAX_OPERATORS)
-            lowered = lower_program(self.resolved, dict(key), self.source_arrays(), options)
+            sources = self.source_arrays()
+            t0 = time.perf_counter()
+            lowered = lower_program(self.resolved, dict(key), sources, options)
+            seconds = time.perf_counter() - t0
+            record("lower-to-te", seconds)
+            self.frontend_seconds["lower-to-te"] = self.frontend_seconds.get("lower-to-te", 0.0) + seconds
         if options is not None and options.mode == "fixpoint" and options.semi_naive:
             from fuse_mlir.passes.transforms.semi_naive import semi_naive
 

@@ -1,19 +1,23 @@
 """The ``fuse`` command: run a `.fuse` program, or explain its equations.
 
-    fuse run prog.fuse --input W=w.npy --input X=x.json [--out y.npz] [--json] [--explain]
+    fuse run prog.fuse --input W=w.npy --input X=x.json [--out y.npz] [--json] [--explain] [--timing]
     fuse explain prog.fuse [--json]
     fuse --version
 
 Errors in the program, its inputs or the command line print a located
-diagnostic and exit with status 1 (see :mod:`fuse_mlir.cli.common`).
+diagnostic and exit with status 1 (see :mod:`fuse_mlir.cli.common`). A
+compile that takes more than about a second prints progress lines on stderr
+(``fuse: compiling prog.fuse: llvm-optimize (1.2 s so far)``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,6 +96,11 @@ def build_parser() -> ArgumentParser:
         "--explain",
         action="store_true",
         help="after the run, print its trace (per group: time, kernels, FLOPs, bytes) to stderr",
+    )
+    run.add_argument(
+        "--timing",
+        action="store_true",
+        help="print the compile time of each stage (parse, passes, LLVM, ...) and the run time to stderr",
     )
 
     explain = sub.add_parser("explain", help="show each equation's joined, projected and broadcast indices")
@@ -209,10 +218,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         **checked,
     )
     inputs = load_inputs(program, {n: p for n, p in paths.items() if n not in replaced}, runner=runner)
+    compiled_before = sum(runner.compile_stats.values())
+    start = time.perf_counter()
     for _ in range(args.steps):
         exports = runner.run(inputs)
+    wall = time.perf_counter() - start
     if args.explain:
         sys.stderr.write(f"{runner.explain('text')}\n")
+    if args.timing:
+        sys.stderr.write(
+            timing_report(runner.compile_stats, wall - (sum(runner.compile_stats.values()) - compiled_before))
+        )
     if args.out is not None:
         save_exports(exports, args.out)
     elif args.json:
@@ -220,6 +236,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif exports:
         write_text(None, format_exports(exports) + "\n")
     return 0
+
+
+def timing_report(stages: Mapping[str, float], run_seconds: float) -> str:
+    """``fuse run --timing``: compile seconds per stage (in the order they ran), their total, and the run time."""
+    compile_total = sum(stages.values())
+    lines = ["compile time by stage:"]
+    for name, secs in stages.items():
+        share = 100.0 * secs / compile_total if compile_total > 0 else 0.0
+        lines.append(f"  {secs * 1e3:10.2f} ms {share:5.1f}%  {name}")
+    lines.append(f"  {compile_total * 1e3:10.2f} ms         compile total")
+    lines.append(f"run time: {max(run_seconds, 0.0) * 1e3:.2f} ms")
+    return "\n".join(lines) + "\n"
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to whatever ``sys.stderr`` is when a record comes (redirections made later apply)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def show_progress() -> None:
+    """Show the compiler's progress lines (``fuse_mlir.compile`` at INFO) on stderr, as ``fuse: ...``."""
+    from fuse_mlir.stages import LOG
+
+    if not any(isinstance(h, _StderrHandler) for h in LOG.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("fuse: %(message)s"))
+        LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -234,6 +285,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "run":
+        show_progress()
     return {"run": cmd_run, "explain": cmd_explain}[args.command](args)
 
 

@@ -63,6 +63,8 @@ class Dims:
 
     order: dict[Key, int] = field(default_factory=dict)
     edges: dict[Key, list[tuple[Key, Where | None]]] = field(default_factory=dict)
+    _unions: int = 0  # edges added so far (the version of the cached search trees)
+    _trees: dict[Key, tuple[int, dict]] = field(default_factory=dict, repr=False)
 
     def find(self, k: Key) -> Key:
         if k not in self.parent:
@@ -77,6 +79,7 @@ class Dims:
 
     def union(self, a: Key, b: Key, via: Where | None = None) -> None:
         """Join the classes of ``a`` and ``b``; ``via`` is the reference (index as written) that joins them."""
+        self._unions += 1
         self.edges.setdefault(a, []).append((b, via))
         self.edges.setdefault(b, []).append((a, via))
         ra, rb = self.find(a), self.find(b)
@@ -94,18 +97,27 @@ class Dims:
         if all(x.identity() != d.identity() for x in lst):
             lst.append(replace(d, node=k) if d.node is None else d)
 
-    def _path(self, a: Key, b: Key) -> list[tuple[Key, Where | None]]:
-        """The unions that connect ``a`` to ``b`` (breadth first): each step's node and the reference that joined it."""
+    def _tree(self, a: Key) -> dict[Key, tuple[Key, Where | None] | None]:
+        """The breadth-first tree of unions from ``a`` (each node's parent and joining reference), kept until the
+        next union: every check of a class starts from its canonical definition, so one walk serves them all
+        (a walk per check was quadratic in the size of a class, e.g. the model width of a long program)."""
+        cached = self._trees.get(a)
+        if cached is not None and cached[0] == self._unions:
+            return cached[1]
         prev: dict[Key, tuple[Key, Where | None] | None] = {a: None}
         todo = deque([a])
         while todo:
             k = todo.popleft()
-            if k == b:
-                break
             for nxt, via in self.edges.get(k, ()):
                 if nxt not in prev:
                     prev[nxt] = (k, via)
                     todo.append(nxt)
+        self._trees[a] = (self._unions, prev)
+        return prev
+
+    def _path(self, a: Key, b: Key) -> list[tuple[Key, Where | None]]:
+        """The unions that connect ``a`` to ``b`` (breadth first): each step's node and the reference that joined it."""
+        prev = self._tree(a)
         if b not in prev:
             return []
         steps: list[tuple[Key, Where | None]] = []

@@ -6,6 +6,7 @@ subclasses it); it knows a program only through :class:`ProgramLowering`, the on
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,12 +19,15 @@ from fuse_mlir.diagnostics import FuseRuntimeError
 from fuse_mlir.frontend.resolve import Resolved
 from fuse_mlir.lowered import Lowered, LowerOptions, ProgramLowering, coerce_input
 from fuse_mlir.modes.fixpoint import RunInfo, collect_run
+from fuse_mlir.stages import FRONTEND_STAGES, StageTimes, record
 
 
 class ResolvedProgram(ProgramLowering, Protocol):
     """A program as the modes see it (``Program``): also its resolved form and a copy with another one."""
 
     resolved: Resolved
+    filename: str
+    frontend_seconds: dict[str, float]  # parse, resolve, lower-to-te: the frontend's part of compile_stats
 
     def with_resolved(self, resolved: Resolved) -> ResolvedProgram:
         """A copy of the program whose resolved equations are ``resolved`` (its lowerings not shared)."""
@@ -60,6 +64,7 @@ class Runner:
     # (lowered, inputs, seconds), turned into one when asked for
     _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
     _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
+    _stages: dict[str, float] = field(default_factory=dict, repr=False)  # compile_stats, less the frontend's
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         out = None
@@ -147,11 +152,14 @@ class Runner:
         from fuse_mlir.io.sinks import write_sink
 
         given = dict(inputs or {})
-        arrays = self._validate(given)
-        t0 = time.perf_counter()
-        lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options, warm=self._warm())
-        lower_seconds = time.perf_counter() - t0  # ~0 once this dtype signature has been lowered
-        result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds)
+        times = StageTimes(self.program.filename)  # the stages of this call's compile (none when cached)
+        lowered_before = self.program.frontend_seconds.get("lower-to-te", 0.0)
+        with times:  # active through execute's prepare (the backend's compile)
+            arrays = self._validate(given)  # the first call lowers here (the input signature)
+            lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options, warm=self._warm())
+            # 0 once this dtype signature has been lowered
+            lower_seconds = self.program.frontend_seconds.get("lower-to-te", 0.0) - lowered_before
+            result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds, stages=times)
         self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
         last = self._last_run() if info.groups else None
         if last is not None:
@@ -175,22 +183,34 @@ class Runner:
         out: Mapping[str, Any] | None = None,
         *,
         compile_seconds: float = 0.0,
+        stages: StageTimes | None = None,
     ) -> Any:
         """Run one lowered module on validated arrays (after the mode's rewrite), recording it for explain().
 
         Compiling and running are timed apart: ``compile_seconds`` (the
         caller's lowering) plus the backend's ``prepare(lowered)`` where it has
         one (the llvm backend compiles or loads its kernel there) count as
-        compile time; only the call itself counts as run time.
+        compile time; only the call itself counts as run time. The compile's
+        stages (``stages``, collected here around ``prepare``) are added to
+        :attr:`compile_stats`.
         """
         if self.rewrite is not None:
             lowered, arrays = self.rewrite(lowered, arrays)
         shapes = op_seconds = None
         prepare = getattr(self.executor, "prepare", None)
+        own = StageTimes(self.program.filename) if stages is None else None  # else the caller's, already active
         if prepare is not None and not (self.profile and self.backend == "reference"):
-            t0 = time.perf_counter()
-            prepare(lowered)
-            compile_seconds += time.perf_counter() - t0
+            collector = own if own is not None else stages
+            before = collector.total  # type: ignore[union-attr]
+            with own if own is not None else contextlib.nullcontext():  # the collector is active in here
+                t0 = time.perf_counter()
+                prepare(lowered)
+                seconds = time.perf_counter() - t0
+                rest = seconds - (collector.total - before)  # type: ignore[union-attr]
+                if rest > 1e-3:  # the backend's own work between the stages it reports (cache keys, tables, ...)
+                    record("backend-other", rest)
+            compile_seconds += seconds
+        self._add_stages(own if own is not None else stages)  # type: ignore[arg-type]
         t0 = time.perf_counter()
         if self.profile and self.backend == "reference" and out is None:
             from fuse_mlir.modes.trace import run_profiled
@@ -204,6 +224,24 @@ class Runner:
             result = self.executor(lowered, arrays)
         self._record(lowered, arrays, time.perf_counter() - t0, compile_seconds, shapes, op_seconds)
         return result
+
+    @property
+    def compile_stats(self) -> dict[str, float]:
+        """Seconds per compile stage over every compile this runner did, run time apart (docs/runtime.md).
+
+        Stages in the order they first ran: ``parse`` and ``resolve`` (when the
+        program was made), ``lower-to-te``, each pass by name (``fuse``,
+        ``dedup``, ``lower-ew-to-loop``, ...), and for the llvm backend
+        ``loop-to-llvm``, ``emit-llvm-ir``, ``llvm-parse``, ``llvm-optimize``,
+        ``llvm-codegen`` (or ``llvm-load`` for a kernel from the disk cache).
+        A call that compiled nothing adds nothing.
+        """
+        return {**self.program.frontend_seconds, **self._stages}
+
+    def _add_stages(self, times: StageTimes) -> None:
+        for name, seconds in times.stages.items():
+            if name not in FRONTEND_STAGES:  # the program keeps those (its lowering may have run before this call)
+                self._stages[name] = self._stages.get(name, 0.0) + seconds
 
     def _record(
         self,

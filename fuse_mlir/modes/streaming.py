@@ -240,6 +240,11 @@ class StreamingRunner(Runner):
         runner.reset()
         return runner
 
+    @property
+    def compile_stats(self) -> dict[str, float]:
+        """The compile stages of the step program (it is what compiles), as :attr:`Runner.compile_stats`."""
+        return self.step_runner.compile_stats if self.step_runner is not None else super().compile_stats
+
     def input_names(self) -> list[str]:
         assert self.plan is not None and self.step_runner is not None
         state = {state_name(n, d) for n, w in self.plan.window.items() for d in range(1, w + 1)}

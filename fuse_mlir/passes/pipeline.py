@@ -34,6 +34,7 @@ from fuse_mlir.passes.registry import (
     unknown_pass_message,
 )
 from fuse_mlir.passes.spec import Element, parse_spec
+from fuse_mlir.stages import stage
 
 __all__ = [
     "Hook",
@@ -159,7 +160,8 @@ class Pipeline:
             self.hooks.run_before(pass_, module)
             analyses.begin_pass()
             try:
-                changed = run_pass(pass_, ctx, module, analyses)
+                with stage(pass_.name):
+                    changed = run_pass(pass_, ctx, module, analyses)
             except FuseError:
                 raise
             except Exception as exc:

@@ -36,6 +36,8 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
+from fuse_mlir.stages import record
+
 __all__ = [
     "FUSE_MAIN_TYPE",
     "JitError",
@@ -253,6 +255,8 @@ def jit_compile(
     if not address:
         raise JitError(f"the module defines no function @{name}")
     timings = {"parse": t1 - t0, "optimize": t2 - t1, "codegen": t3 - t2}
+    for stage_name, seconds in timings.items():
+        record(f"llvm-{stage_name}", seconds)
     obj = objects[0] if len(objects) == 1 else None
     return JitFunction(fn_type(address), address, engine, timings, obj, symbols)
 
@@ -278,6 +282,7 @@ def load_object(
         t1 = time.perf_counter()
     if not address:
         raise JitError(f"the cached object defines no function @{name}")
+    record("llvm-load", t1 - t0)
     return JitFunction(fn_type(address), address, engine, {"load": t1 - t0}, obj, symbols)
 
 
@@ -323,6 +328,7 @@ def _unit_object(ir: str, opt_level: int, tm: llvm.TargetMachine, timings: dict[
     t3 = time.perf_counter()
     for k, dt in (("parse", t1 - t0), ("optimize", t2 - t1), ("codegen", t3 - t2)):
         timings[k] = timings.get(k, 0.0) + dt
+        record(f"llvm-{k}", dt)
     return bytes(obj)
 
 
@@ -375,6 +381,7 @@ def jit_units(
         t0 = time.perf_counter()
         jf = _link(objects, symbols, name, fn_type)
         timings["link"] = time.perf_counter() - t0
+    record("llvm-link", timings["link"])
     jf.timings = timings
     jf.units = tuple(keys)
     return jf
@@ -420,6 +427,7 @@ def load_units(
         objects.append(obj)
     jf = _link(objects, symbols, name, fn_type)
     jf.timings = {"load": time.perf_counter() - t0}
+    record("llvm-load", jf.timings["load"])
     jf.units = tuple(keys)
     UNIT_STATS["reused"] += len(keys)
     return jf

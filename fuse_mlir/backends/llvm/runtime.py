@@ -46,6 +46,7 @@ import numpy as np
 from fuse_mlir.backends.outputs import fill_out
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, format_details
 from fuse_mlir.interp import numpy_builtins as nb
+from fuse_mlir.stages import record
 
 from . import (
     arena,  # parallel: registers the thread pool behind fuse_parallel_for (kernels with threads > 1)
@@ -458,10 +459,12 @@ class NativeKernel:
         spec = KernelSpec.from_module(module, constants or {})
         lowered = lower_to_llvm(module, strict=strict, threads=threads, parallel_min=parallel_min)
         t1 = time.perf_counter()
+        record("loop-to-llvm", t1 - t0)
         self._llvm_module: ModuleOp | None = lowered
         self._llvm_ir: str | None = None
         units = emit_llvm_units(lowered)
         t2 = time.perf_counter()
+        record("emit-llvm-ir", t2 - t1)
         # Kernels at ``opt_level``; the entry (allocations, checks, calls: glue) at O1 at most, which costs less.
         levels = [(u.ir, opt_level if k < len(units) - 1 else min(opt_level, 1)) for k, u in enumerate(units)]
         jit = jit_units(levels, cache=keep_object)

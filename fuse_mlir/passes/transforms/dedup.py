@@ -85,7 +85,8 @@ def dedup_block(block: Block, destroyed: set[SSAValue]) -> int:
     """Merge equal ops of ``block`` (and of blocks nested in it) into their first occurrence; the count merged."""
     merged = 0
     seen: dict[tuple, Operation] = {}
-    seen_bodies: dict[tuple, list[tuple[Operation, tuple | None]]] = {}
+    # shallow key -> the first op with it, and once a second op came, every distinct body key -> its first op
+    seen_bodies: dict[tuple, tuple[Operation, dict[tuple, Operation] | None]] = {}
     for op in list(block.ops):
         for region in op.regions:
             for inner in region.blocks:
@@ -96,21 +97,18 @@ def dedup_block(block: Block, destroyed: set[SSAValue]) -> int:
         if key is None:
             continue
         if op.regions:  # bodies are frozen only when another op matches all the rest
-            bucket = seen_bodies.setdefault(key, [])
-            if not bucket:
-                bucket.append((op, None))
+            entry = seen_bodies.get(key)
+            if entry is None:
+                seen_bodies[key] = (op, None)
                 continue
+            earliest, bodies = entry
+            if bodies is None:
+                bodies = {body_key(earliest): earliest}
+                seen_bodies[key] = (earliest, bodies)
             mine = body_key(op)
-            first = None
-            for k, (other, theirs) in enumerate(bucket):
-                if theirs is None:
-                    theirs = body_key(other)
-                    bucket[k] = (other, theirs)
-                if theirs == mine:
-                    first = other
-                    break
+            first = bodies.get(mine)  # a lookup, not a scan of every earlier body with this shallow key
             if first is None:
-                bucket.append((op, mine))
+                bodies[mine] = op
                 continue
         else:
             first = seen.get(key)

@@ -29,6 +29,7 @@ the module unchanged.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -41,6 +42,7 @@ from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.passes.schedule import Schedule, kernel_blocks, reads, top_level
 from fuse_mlir.passes.statistics import count
 from fuse_mlir.passes.transforms.kernel_merge import inline_producer, merge_siblings
 from fuse_mlir.passes.transforms.schedule import Schedule, kernel_blocks, reads
@@ -83,16 +85,159 @@ def _allowed(target: Target, kernels: Iterable[ew.GenericOp]) -> bool:
 
 
 class _Fuser(Schedule):
-    """One run of the pass over one block."""
+    """One run of the pass over one block.
+
+    The moves are tried in a fixed greedy order (see :meth:`run`), each phase
+    scanning the block in program order and the first move that applies
+    winning. Rescanning the whole block after every move made the pass
+    quadratic (cubic with the sibling candidate lists), so each phase keeps a
+    worklist instead: a heap, by position, of the kernels whose move might
+    now apply. A kernel leaves it when its move is refused, and comes back
+    only when a move changes something its decision reads (:meth:`_touched`),
+    so every decision is the one a full rescan would make, at the cost of
+    the kernels near each move. Positions are stable integers: a fused kernel
+    takes the position of the kernel it replaces, so nothing is renumbered.
+    """
+
+    PHASES = ("siblings-reductions", "inline", "siblings", "inline-keep")
 
     def __init__(self, block: Block, target: Target, max_operands: int):
         super().__init__(block)
         self.target = target
         self.max_operands = max_operands
         self.refused: set[tuple[Operation, Operation]] = set()  # sibling pairs found unmergeable (greedy: not retried)
+        self._reduction: dict[Operation, bool] = {}
+        self._sigs: dict[Operation, tuple] = {}
+        self._by_sig: dict[tuple, set[ew.GenericOp]] = {}
+        kernels = [op for op in block.ops if isinstance(op, ew.GenericOp)]
+        self._heaps: list[list[tuple[int, int, ew.GenericOp]]] = [[] for _ in self.PHASES]
+        self._pending: list[set[ew.GenericOp]] = [set() for _ in self.PHASES]
+        self._seq = 0
+        self._fact_cache: dict[Operation, tuple[int, bool, bool, frozenset, frozenset]] = {}
+        self._first_user: dict[Operation, float] = {}  # invalidated by _touched
+        self._last_read: dict[Operation, int] = {}  # invalidated by _touched
+        for k in kernels:
+            self._by_sig.setdefault(self.sig(k), set()).add(k)
+            self._push(k, range(len(self.PHASES)))
 
     def width(self, kernel: ew.GenericOp) -> int:
-        return len(kernel.inputs) + len(kernel.tables)
+        return self._facts(kernel)[0]
+
+    def _facts(self, kernel: ew.GenericOp) -> tuple[int, bool, bool, frozenset, frozenset]:
+        """Width, has a gather, has a reduction, (input, map) pairs, tables (dropped when its operands change)."""
+        hit = self._fact_cache.get(kernel)
+        if hit is None:
+            pairs = frozenset(zip(kernel.inputs, kernel.map_list()))
+            tables = frozenset(kernel.tables)
+            hit = (
+                len(kernel.inputs) + len(kernel.tables),
+                _has_gather(kernel),
+                self.is_reduction(kernel),
+                pairs,
+                tables,
+            )
+            self._fact_cache[kernel] = hit
+        return hit
+
+    def _allowed(self, a: ew.GenericOp, b: ew.GenericOp) -> bool:
+        """:func:`_allowed` for two kernels, from their cached facts."""
+        fa, fb = self._facts(a), self._facts(b)
+        if (fa[2] or fb[2]) and not self.target.fuse_reductions:
+            return False
+        if (fa[1] or fb[1]) and not self.target.fuse_gathers:
+            return False
+        return self.target.fuse or all(f[2] or f[1] for f in (fa, fb))
+
+    def first_user(self, kernel: ew.GenericOp) -> float:
+        """The lowest position of an op using a result of ``kernel`` (inf if none); cached until a move touches it."""
+        hit = self._first_user.get(kernel)
+        if hit is None:
+            hit = self._first_user[kernel] = min(
+                (p for r in kernel.outputs for p in self.user_positions(r)), default=float("inf")
+            )
+        return hit
+
+    def last_read(self, kernel: ew.GenericOp) -> int:
+        """The highest position of an op defining a value ``kernel`` reads (-1 if none); cached likewise."""
+        hit = self._last_read.get(kernel)
+        if hit is None:
+            hit = self._last_read[kernel] = max((self.owner_position(v) for v in reads(kernel)), default=-1)
+        return hit
+
+    def is_reduction(self, kernel: ew.GenericOp) -> bool:
+        hit = self._reduction.get(kernel)
+        if hit is None:
+            hit = self._reduction[kernel] = _has_reduction(kernel)
+        return hit
+
+    def sig(self, kernel: ew.GenericOp) -> tuple:
+        """Extents and iterators: sibling kernels must agree on both (immutable for a kernel's lifetime)."""
+        hit = self._sigs.get(kernel)
+        if hit is None:
+            hit = self._sigs[kernel] = (tuple(kernel.extents), tuple(kernel.iterator_list()))
+        return hit
+
+    # -- worklists ----------------------------------------------------------------
+
+    def _push(self, kernel: ew.GenericOp, phases: Iterable[int]) -> None:
+        for ph in phases:
+            if kernel not in self._pending[ph]:
+                self._pending[ph].add(kernel)
+                self._seq += 1
+                heapq.heappush(self._heaps[ph], (self.pos[kernel], self._seq, kernel))
+
+    def _next(self, ph: int) -> ew.GenericOp | None:
+        """The pending kernel of phase ``ph`` with the lowest position (still pending, still in the block)."""
+        heap, pending = self._heaps[ph], self._pending[ph]
+        while heap:
+            kernel = heap[0][2]
+            if kernel in pending and kernel in self.pos:
+                return kernel
+            heapq.heappop(heap)
+        return None
+
+    def _done(self, ph: int, kernel: ew.GenericOp) -> None:
+        """``kernel``'s move in phase ``ph`` was refused: it waits until a move touches it."""
+        self._pending[ph].discard(kernel)
+
+    def _touched(self, new: ew.GenericOp) -> None:
+        """Put back on the worklists what a move that made ``new`` may have changed.
+
+        Inlining decisions of a producer read its results' users and their
+        positions: those change for ``new`` and for the producers of what
+        ``new`` reads. Sibling candidates of a kernel are the earlier kernels
+        that share one of its inputs or tables (or, for a reduction, just its
+        extents): only pairs with ``new`` are new, every other pair keeps its
+        refusal (refusals are final).
+        """
+        self._by_sig.setdefault(self.sig(new), set()).add(new)
+        self._push(new, range(len(self.PHASES)))
+        for v in reads(new):
+            owner = v.owner
+            top = top_level(owner, self.block) if isinstance(owner, Operation) else None
+            if isinstance(top, ew.GenericOp) and top is not new:
+                self._push(top, (1, 3))
+                self._first_user.pop(top, None)  # its users changed
+        for r in new.outputs:
+            for use in r.uses:  # they read new's results now, instead of the replaced kernels'
+                user = top_level(use.operation, self.block)
+                self._last_read.pop(user, None)  # type: ignore[arg-type]
+                self._fact_cache.pop(user, None)  # type: ignore[arg-type]
+        sig, here = self.sig(new), self.pos[new]
+        if self.is_reduction(new):
+            later = [k for k in self._by_sig[sig] if k in self.pos and self.pos[k] > here]
+        else:
+            later = [
+                u.operation
+                for v in [*new.inputs, *new.tables]
+                for u in v.uses
+                if isinstance(u.operation, ew.GenericOp)
+                and u.operation in self.pos
+                and self.pos[u.operation] > here
+                and self.sig(u.operation) == sig
+            ]
+        for k in later:
+            self._push(k, (0, 2))
 
     def replace(
         self, old: Sequence[tuple[SSAValue, SSAValue]], new: ew.GenericOp, at: Operation, dead: list[Operation]
@@ -100,49 +245,57 @@ class _Fuser(Schedule):
         self.block.insert_op_before(new, at)
         for a, b in old:
             a.replace_all_uses_with(b)
+        here = self.pos[at]
         for op in dead:
             op.detach()
             op.erase()
-        self.index()
+            del self.pos[op]
+            self._by_sig.get(self._sigs.get(op, ()), set()).discard(op)  # type: ignore[arg-type]
+        self.pos[new] = here  # the slot of the kernel it replaces: every other position stays valid
+        self._touched(new)
 
     # -- sibling merge ------------------------------------------------------------
 
-    def try_siblings(self, reductions_only: bool) -> bool:
-        for b in list(self.block.ops):
-            if not isinstance(b, ew.GenericOp) or (reductions_only and not _has_reduction(b)):
-                continue
-            candidates: list[ew.GenericOp] = []
-            # Siblings read a common input, or (reductions) iterate over the same extents.
-            for v in [*b.inputs, *b.tables, *(b.extents if _has_reduction(b) else ())]:
+    def try_siblings(self, b: ew.GenericOp) -> bool:
+        """Merge ``b`` into the first earlier sibling that allows it; refuse (for good) each that does not."""
+        reduction = self.is_reduction(b)
+        sig, pb = self.sig(b), self.pos[b]
+        candidates: dict[ew.GenericOp, None] = {}
+        if reduction:  # every earlier kernel over the same extents (they all read them) with b's iterators
+            candidates = dict.fromkeys(k for k in self._by_sig[sig] if k in self.pos and self.pos[k] < pb)
+        else:  # siblings read a common input or table
+            for v in [*b.inputs, *b.tables]:
                 for use in v.uses:
                     a = use.operation
-                    if isinstance(a, ew.GenericOp) and a is not b and a.parent_block() is self.block:
-                        if self.pos[a] < self.pos[b] and a not in candidates:
-                            candidates.append(a)
-            for a in sorted(candidates, key=self.pos.__getitem__):
-                if (a, b) in self.refused:
-                    continue
-                if self.merge(a, b):
-                    return True
-                self.refused.add((a, b))
+                    if isinstance(a, ew.GenericOp) and a is not b and a in self.pos and self.pos[a] < pb:
+                        if self.sig(a) == sig:  # else merge() refuses at once: extents or iterators differ
+                            candidates[a] = None
+        for a in sorted(candidates, key=self.pos.__getitem__):
+            if (a, b) in self.refused:
+                continue
+            if self.merge(a, b):
+                return True
+            self.refused.add((a, b))
         return False
 
     def merge(self, a: ew.GenericOp, b: ew.GenericOp) -> bool:
-        if list(a.extents) != list(b.extents) or a.iterator_list() != b.iterator_list():
-            return False
-        shared = {(v, m) for v, m in zip(a.inputs, a.map_list())} & {(v, m) for v, m in zip(b.inputs, b.map_list())}
-        if not shared and not set(a.tables) & set(b.tables) and not _has_reduction(a):
-            return False  # maps with nothing in common gain nothing; reductions still share one pass
-        if not _allowed(self.target, (a, b)):
-            return False
-        if self.width(a) + self.width(b) - len(shared) > self.max_operands:
+        # Pure checks, cheapest first (the order changes no outcome): the placement, then what is shared.
+        if self.sig(a) != self.sig(b):
             return False
         pa, pb = self.pos[a], self.pos[b]
-        if all(p > pb for r in a.outputs for p in self.user_positions(r)):
+        if self.first_user(a) > pb:  # every user of a comes after b: the merged kernel goes at b
             at: Operation = b
-        elif all(self.owner_position(v) < pa for v in reads(b)):
+        elif self.last_read(b) < pa:  # everything b reads is ready before a: it goes at a
             at = a
         else:
+            return False
+        fa, fb = self._facts(a), self._facts(b)
+        shared = fa[3] & fb[3]
+        if not shared and not fa[4] & fb[4] and not fa[2]:
+            return False  # maps with nothing in common gain nothing; reductions still share one pass
+        if not self._allowed(a, b):
+            return False
+        if fa[0] + fb[0] - len(shared) > self.max_operands:
             return False
         if self.depends(b, a):
             return False
@@ -153,12 +306,6 @@ class _Fuser(Schedule):
         return True
 
     # -- producer inlining --------------------------------------------------------
-
-    def try_inline(self, allow_keep: bool) -> bool:
-        for p in list(self.block.ops):
-            if isinstance(p, ew.GenericOp) and not _has_reduction(p) and self.inline(p, allow_keep):
-                return True
-        return False
 
     def inline(self, p: ew.GenericOp, allow_keep: bool) -> bool:
         consumers = [
@@ -184,7 +331,7 @@ class _Fuser(Schedule):
             return False
         keep = [k for k, r in enumerate(p.outputs) if any(u.operation is not c for u in r.uses)]
         if keep:
-            if not allow_keep or _has_reduction(c) or into != tuple(range(len(c.extents))) or not self.target.fuse:
+            if not allow_keep or self.is_reduction(c) or into != tuple(range(len(c.extents))) or not self.target.fuse:
                 return False
             if not all(q > self.pos[c] for k in keep for q in self.user_positions(p.outputs[k], besides=c)):
                 return False
@@ -209,16 +356,23 @@ class _Fuser(Schedule):
             count("fuse", "outputs-kept")
         return True
 
+    def _step(self, ph: int) -> bool:
+        """Phase ``ph``'s first applicable move in program order (made), or False when none applies."""
+        while (k := self._next(ph)) is not None:
+            if ph in (0, 2):
+                moved = (ph == 2 or self.is_reduction(k)) and self.try_siblings(k)
+            else:
+                moved = not self.is_reduction(k) and self.inline(k, allow_keep=ph == 3)
+            if moved:
+                return True
+            self._done(ph, k)
+        return False
+
     def run(self) -> bool:
         changed = False
         # Cheapest-to-lose first: merging reductions gives their common input one consumer, which inlining
         # then removes; map siblings and second outputs come last, so they never block a reduction's fusion.
-        while (
-            self.try_siblings(reductions_only=True)
-            or self.try_inline(allow_keep=False)
-            or self.try_siblings(reductions_only=False)
-            or self.try_inline(allow_keep=True)
-        ):
+        while self._step(0) or self._step(1) or self._step(2) or self._step(3):
             changed = True
         return changed
 

@@ -63,11 +63,28 @@ class _Planner(Schedule):
         super().__init__(block)
         self.donate = donate
         self.destroyed: set[SSAValue] = set()  # values whose buffer a kernel already overwrites
+        self.roots: dict[SSAValue, SSAValue] = {}  # buffer_root, remembered along each chain
+
+    def root(self, v: SSAValue) -> SSAValue:
+        """:func:`buffer_root`, remembered: a residual stream updated in place by every layer is one chain, and
+        following it from the start for each kernel was quadratic. Exact: a value is asked about only once the
+        kernels up its chain are planned (they come first in the block), so their decisions are final."""
+        seen: list[SSAValue] = []
+        while v not in self.roots and isinstance(v, OpResult) and isinstance(v.op, ew.GenericOp):
+            k = v.op.inplace_list()[v.index]
+            if k < 0:
+                break
+            seen.append(v)
+            v = v.op.inputs[k]
+        root = self.roots.get(v, v)
+        for w in seen:
+            self.roots[w] = root
+        return root
 
     def owned(self, v: SSAValue) -> bool:
         if not isinstance(v, OpResult) or v.op.parent_block() is not self.block:
             return False  # a value from an enclosing block (a loop body's) may be read again on the next trip
-        root = buffer_root(v)
+        root = self.root(v)
         if not isinstance(root, OpResult):
             return False
         op = root.op
