@@ -144,6 +144,9 @@ class RunResult:
 class ProgramLowering(Protocol):
     """What a runner needs of a program: its tensor_eq lowering per input dtype signature (``Program.lower``)."""
 
+    filename: str
+    frontend_seconds: dict[str, float]  # parse, resolve, lower-to-te: the frontend's part of compile_stats
+
     def lower(
         self, input_dtypes: Mapping[str, Any] | None = None, options: LowerOptions | None = None, *, warm: bool = False
     ) -> Lowered:

@@ -6,7 +6,6 @@ import re
 
 import numpy as np
 import pytest
-from fuse_mlir.passes.lower_te_to_ew import LowerTeToEw
 from xdsl.dialects.builtin import FileLineColLoc, UnknownLoc
 from xdsl.utils.exceptions import VerifyException
 
@@ -17,6 +16,7 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.locations import FileLineColRange, decode_location, location_attr
 from fuse_mlir.interp.reference import run_module
 from fuse_mlir.ir import make_context, parse_mlir
+from fuse_mlir.passes.conversions.lower_te_to_ew import LowerTeToEw
 from fuse_mlir.program import Program, print_module
 
 AXES = [

@@ -26,8 +26,6 @@ class ResolvedProgram(ProgramLowering, Protocol):
     """A program as the modes see it (``Program``): also its resolved form and a copy with another one."""
 
     resolved: Resolved
-    filename: str
-    frontend_seconds: dict[str, float]  # parse, resolve, lower-to-te: the frontend's part of compile_stats
 
     def with_resolved(self, resolved: Resolved) -> ResolvedProgram:
         """A copy of the program whose resolved equations are ``resolved`` (its lowerings not shared)."""

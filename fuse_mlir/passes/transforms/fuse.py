@@ -42,10 +42,9 @@ from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
-from fuse_mlir.passes.schedule import Schedule, kernel_blocks, reads, top_level
 from fuse_mlir.passes.statistics import count
 from fuse_mlir.passes.transforms.kernel_merge import inline_producer, merge_siblings
-from fuse_mlir.passes.transforms.schedule import Schedule, kernel_blocks, reads
+from fuse_mlir.passes.transforms.schedule import Schedule, kernel_blocks, reads, top_level
 from fuse_mlir.targets import Target, get_target
 
 CHEAP_BODY_OPS = 4
