@@ -127,6 +127,13 @@ class Program:
         """The tensor_eq module as MLIR text."""
         return print_module(self.lower(input_dtypes).module, generic)
 
+    def grad(self, of: str, wrt: str | Sequence[str]) -> Program:
+        """A program exporting the float scalar ``of`` and its gradient ``d<of>_d<name>`` with respect to each
+        ``wrt`` tensor (same shape and dtype as the tensor), by reverse-mode differentiation (docs/autodiff.md)."""
+        from fuse_mlir.autodiff import GradProgram
+
+        return GradProgram(self, of, wrt)
+
     # -- compile -----------------------------------------------------------
 
     def compile(
