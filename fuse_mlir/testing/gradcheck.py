@@ -9,12 +9,14 @@ import numpy as np
 from fuse_mlir.program import Program
 
 
-def numeric_grad(program: Program, of: str, name: str, inputs: Mapping[str, np.ndarray], h: float = 1e-6,
-                 backend: str = "reference") -> np.ndarray:
+def numeric_grad(
+    program: Program, of: str, name: str, inputs: Mapping[str, np.ndarray], h: float = 1e-6, backend: str = "reference"
+) -> np.ndarray:
     """d of / d name by central differences of ``program`` run on ``backend`` (``name`` must be an input)."""
     run = program.compile(backend)
-    base = {k: np.array(v, dtype=np.float64, copy=True) if np.asarray(v).dtype.kind == "f" else v
-            for k, v in inputs.items()}
+    base = {
+        k: np.array(v, dtype=np.float64, copy=True) if np.asarray(v).dtype.kind == "f" else v for k, v in inputs.items()
+    }
     x = base[name]
     out = np.zeros_like(x)
     for idx in np.ndindex(x.shape):
@@ -28,8 +30,16 @@ def numeric_grad(program: Program, of: str, name: str, inputs: Mapping[str, np.n
     return out
 
 
-def check_grad(source: str, of: str, wrt: Sequence[str], inputs: Mapping[str, np.ndarray], *,
-               backend: str = "reference", rtol: float = 1e-6, atol: float = 1e-8) -> dict[str, np.ndarray]:
+def check_grad(
+    source: str,
+    of: str,
+    wrt: Sequence[str],
+    inputs: Mapping[str, np.ndarray],
+    *,
+    backend: str = "reference",
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+) -> dict[str, np.ndarray]:
     """Assert that ``Program(source).grad(of, wrt)`` on ``backend`` matches central differences; its results."""
     p = Program(source)
     g = p.grad(of, wrt).compile(backend)(**inputs)

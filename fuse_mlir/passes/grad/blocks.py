@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-
 from xdsl.ir import Operation
 
 from fuse_mlir.diagnostics import FuseError
@@ -67,6 +66,3 @@ def block_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T
     if op.fn.data == "attention":
         return attention_rule(em, op, g, want)
     raise FuseError(f"grad: no gradient rule for the {op.fn.data} block yet (attention has one)")
-
-
-

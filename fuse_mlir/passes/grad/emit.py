@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from fuse_mlir.dialects import tensor_eq as te
@@ -93,12 +91,6 @@ class Emitter:
             v = self._dims[key] = self.op(te.DimOp(*key)).results[0]
         return v
 
-    def index_const(self, n: int) -> SSAValue:
-        return self.op(arith.ConstantOp(IntegerAttr(n, IndexType()))).results[0]
-
-    def addi(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.op(arith.AddiOp(a, b)).results[0]
-
     # -- leaves --------------------------------------------------------------
 
     def const(self, value: float | int, dtype: np.dtype) -> T:
@@ -119,9 +111,10 @@ class Emitter:
         return T(v, (name,))
 
     def extent_scalar(self, extent: SSAValue) -> T:
-        """The extent ``n`` as a 0-d int64 tensor: the max of ``iota(n + 1)`` (so 0 for an empty axis)."""
-        one = self.index_const(1)
-        return self.reduce("max", self.iota(self.addi(extent, one), self.fresh()), ())
+        """The extent ``n`` as a 0-d int64 tensor (the sum of ``n`` ones: 0 for an empty axis)."""
+        name = self.fresh()
+        ones = self.broadcast(self.const(1, np.dtype(np.int64)), (name,), {name: extent})
+        return self.contract([ones], ())
 
     # -- computation -----------------------------------------------------------
 
@@ -141,7 +134,9 @@ class Emitter:
         every = union(*(a.names for a in args))
         projected = any(n not in out for n in every)
         dtype = contract_dtype([a.dtype for a in args], projection, projected)
-        op = te.ContractOp([a.value for a in args], [a.names for a in args], out, projection, self.ttype(dtype, len(out)))
+        op = te.ContractOp(
+            [a.value for a in args], [a.names for a in args], out, projection, self.ttype(dtype, len(out))
+        )
         return T(self.op(op).results[0], out)
 
     def reduce(self, kind: str, t: T, out: Sequence[str]) -> T:
@@ -150,7 +145,7 @@ class Emitter:
         op = te.ReduceOp(kind, t.value, t.names, out, self.ttype(dtype, len(out)))
         return T(self.op(op).results[0], out)
 
-    def broadcast(self, t: T, out: Sequence[str], extents: Extents) -> T:
+    def broadcast(self, t: T, out: Sequence[str], extents: Extents | dict[str, SSAValue]) -> T:
         """``t`` permuted to ``out`` and repeated along the names it lacks (their extents from ``extents``)."""
         out = tuple(out)
         if t.names == out:
@@ -162,7 +157,7 @@ class Emitter:
         op = te.BroadcastOp(t.value, ext, t.names, out, self.ttype(t.dtype, len(out)))
         return T(self.op(op).results[0], out)
 
-    def to_names(self, t: T, out: Sequence[str], extents: Extents) -> T:
+    def to_names(self, t: T, out: Sequence[str], extents: Extents | dict[str, SSAValue]) -> T:
         """``t`` summed over the names ``out`` lacks, then broadcast along those it lacks, in ``out`` order."""
         out = tuple(out)
         kept = [n for n in out if n in t.names]
@@ -181,12 +176,12 @@ class Emitter:
         from fuse_mlir.interp.dtypes import axis_dtype
 
         dtype = axis_dtype(fn, [a.dtype for a in args])
-        op = te.AxisOp(fn, axis, [a.value for a in args], [a.names for a in args], out, self.ttype(dtype, len(out)), params)
+        op = te.AxisOp(
+            fn, axis, [a.value for a in args], [a.names for a in args], out, self.ttype(dtype, len(out)), params
+        )
         return T(self.op(op).results[0], out)
 
-    def access(
-        self, src: T, axes: Sequence[str], out: Sequence[str], gathers: Sequence[T] = (), loc: str = ""
-    ) -> T:
+    def access(self, src: T, axes: Sequence[str], out: Sequence[str], gathers: Sequence[T] = (), loc: str = "") -> T:
         """Read ``src`` through ``axes`` (one per axis: a name, ``#p``, ``i+k``, a slice or ``$m``)."""
         op = te.AccessOp(
             src.value,
@@ -204,7 +199,7 @@ class Emitter:
         op = te.PlaceOp(t.value, list(extents), list(positions), t.names, list(out), self.ttype(t.dtype, len(out)))
         return T(self.op(op).results[0], tuple(out))
 
-    def count(self, names: Sequence[str], extents: Extents, dtype: np.dtype) -> T:
+    def count(self, names: Sequence[str], extents: Extents | dict[str, SSAValue], dtype: np.dtype) -> T:
         """How many elements the axes ``names`` span, as a 0-d tensor of ``dtype`` (1 for no names)."""
         one = self.const(1, dtype)
         if not names:

@@ -294,14 +294,15 @@ def concat_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
             fresh = em.fresh()
             pos = em.iota(n, fresh)
             if offset is not None:
-                pos = em.map("add", pos, em.extent_scalar(offset))
+                pos = em.map("add", pos, offset)
             kept = [m for m in g.names if m != axis]
             d = em.access(g, ["$0" if m == axis else m for m in g.names], [*kept, fresh], [pos])
             target = [fresh if m == part else m for m in x.names]
             out.append(rename(_unbroadcast(em, d, T(x.value, tuple(target))), x.names))
         else:
             out.append(None)
-        offset = n if offset is None else em.addi(offset, n)
+        size = em.extent_scalar(n)
+        offset = size if offset is None else em.map("add", offset, size)
     return out
 
 

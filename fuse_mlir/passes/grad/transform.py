@@ -87,7 +87,9 @@ def check_request(module: ModuleOp, of: str, wrt: Sequence[str]) -> tuple[SSAVal
     wv = []
     for name in wrt:
         if name not in values:
-            raise FuseError(f"grad: no tensor {name} to differentiate with respect to (its float tensors: {', '.join(floats)})")
+            raise FuseError(
+                f"grad: no tensor {name} to differentiate with respect to (its float tensors: {', '.join(floats)})"
+            )
         if not _is_float(values[name]):
             raise FuseError(
                 f"grad: {name} is {te.dtype_of(values[name])}: only float tensors have gradients "
@@ -156,7 +158,7 @@ def differentiate(module: ModuleOp, of: str, wrt: Sequence[str]) -> list[str]:
 
     grads: list[SSAValue] = []
     names = [grad_name(of, n) for n in wrt]
-    for name, v, gname in zip(wrt, wrt_values, names):
+    for v, gname in zip(wrt_values, names):
         vn = _names(v)
         d = total(v)
         if d is None:  # ``of`` does not depend on it: a zero gradient of its shape
