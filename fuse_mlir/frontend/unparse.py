@@ -14,6 +14,7 @@ is a FuseError.
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -164,7 +165,7 @@ class Unparser:
             self.names[op.result] = op.tensor_name.data
         elif isinstance(op, te.SourceOp):
             self.names[op.result] = op.tensor_name.data
-            self.lines.append(f"{self.lhs(op.tensor_name.data, te.names_of(op.indices))} = {op.path.data!r}")
+            self.lines.append(f"{self.lhs(op.tensor_name.data, te.names_of(op.indices))} = {json.dumps(op.path.data)}")
         elif isinstance(op, te.ConstantOp):
             arr = te.dense_value(op.value)
             if arr.ndim == 0 and arr.dtype.kind in "fiu":  # a literal: weak, it takes its neighbours' dtype
@@ -235,7 +236,7 @@ class Unparser:
                 raise FuseError(f"cannot print a cast from {src} to {dst} as .fuse text")
         elif isinstance(op, te.SinkOp):
             vals = [self.ref(v, self.value_names(v)) for v in op.values]
-            self.lines.append(f"{op.path.data!r} = {', '.join(vals)}")
+            self.lines.append(f"{json.dumps(op.path.data)} = {', '.join(vals)}")
         elif isinstance(op, te.ExportOp):
             outs = []
             for name, v in zip(te.names_of(op.names), op.values):

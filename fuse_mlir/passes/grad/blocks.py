@@ -36,7 +36,8 @@ def attention_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> li
     if params.get("scale") is not None:
         scale = em.const(float(params["scale"]), dtype)  # type: ignore[arg-type]
     else:
-        scale = m("div", em.const(1, dtype), m("sqrt", em.count([d], Extents(em, q), dtype)))
+        one = m("pow", em.contract([q], ()), em.const(0, dtype))
+        scale = m("div", one, m("sqrt", em.count(one, [d], Extents(em, q))))
     s = m("mul", em.contract([q, k], [*batch, qs, ks]), scale)
     keep: T | None = None
     if params.get("causal"):

@@ -199,9 +199,10 @@ class Emitter:
         op = te.PlaceOp(t.value, list(extents), list(positions), t.names, list(out), self.ttype(t.dtype, len(out)))
         return T(self.op(op).results[0], tuple(out))
 
-    def count(self, names: Sequence[str], extents: Extents | dict[str, SSAValue], dtype: np.dtype) -> T:
-        """How many elements the axes ``names`` span, as a 0-d tensor of ``dtype`` (1 for no names)."""
-        one = self.const(1, dtype)
+    def count(self, like: T, names: Sequence[str], extents: Extents | dict[str, SSAValue]) -> T:
+        """How many elements the axes ``names`` span, shaped and typed like ``like`` (a sum of ones made from
+        ``like`` itself, so a printed program keeps the dtype without a cast)."""
+        ones = self.map("pow", like, self.const(0, like.dtype))
         if not names:
-            return one
-        return self.contract([self.broadcast(one, tuple(names), extents)], ())
+            return ones
+        return self.contract([self.broadcast(ones, (*like.names, *names), extents)], like.names)

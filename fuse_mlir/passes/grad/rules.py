@@ -82,7 +82,7 @@ def contract_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> lis
     projected = [n for n in every if n not in y.names]
     ext = Extents(em, *xs)
     if proj == "mean":
-        g = em.map("div", g, em.count(projected, ext, g.dtype))
+        g = em.map("div", g, em.count(g, projected, ext))
     if proj in ("sum", "mean"):
         return _spread(em, g, xs, want)
     full = xs[0] if len(xs) == 1 else em.contract(xs, every)
@@ -109,7 +109,7 @@ def reduce_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
         return [None]
     if kind in ("sum", "mean"):
         if kind == "mean":
-            g = em.map("div", g, em.count([n for n in x.names if n not in y.names], ext, g.dtype))
+            g = em.map("div", g, em.count(g, [n for n in x.names if n not in y.names], ext))
         return [em.broadcast(g, x.names, ext)]
     if kind in ("max", "min"):
         mask = em.map("eq", x, y)
@@ -207,9 +207,10 @@ def _partials(em: Emitter, fn: str, xs: list[T], y: T, g: T, params: dict[str, o
     if fn in ("maximum", "minimum"):
         a, b = xs
         first = "gt" if fn == "maximum" else "lt"
-        win_a = m("add", m(first, a, b), mul(half, m("eq", a, b)))  # ties split evenly
-        win_b = m("sub", one, win_a)
-        return [mul(g, win_a) if want[0] else None, mul(g, win_b) if want[1] else None]
+        tie = mul(g, half, m("eq", a, b))  # ties split evenly
+        da = m("add", mul(g, m(first, a, b)), tie) if want[0] else None
+        db = m("add", mul(g, m(first, b, a)), tie) if want[1] else None
+        return [da, db]
     raise FuseError(f"grad: no gradient rule for the elementwise function {fn!r}")
 
 

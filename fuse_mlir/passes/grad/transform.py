@@ -22,7 +22,7 @@ from xdsl.ir import Operation, SSAValue
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.passes.grad.blocks import block_rule
-from fuse_mlir.passes.grad.emit import Emitter, Extents, T, rename
+from fuse_mlir.passes.grad.emit import Emitter, T, rename
 from fuse_mlir.passes.grad.rules import RULES
 
 
@@ -125,7 +125,8 @@ def differentiate(module: ModuleOp, of: str, wrt: Sequence[str]) -> list[str]:
             )
     export = _export(module)
     em = Emitter(block, export)
-    adj: dict[SSAValue, list[T]] = {of_value: [em.const(1, te.dtype_of(of_value))]}
+    # The seed d of / d of = 1 as ``of ** 0``: typed by ``of`` itself, never by a literal.
+    adj: dict[SSAValue, list[T]] = {of_value: [em.map("pow", T(of_value, ()), em.const(0, te.dtype_of(of_value)))]}
 
     def total(v: SSAValue) -> T | None:
         parts = adj.get(v)
@@ -162,8 +163,8 @@ def differentiate(module: ModuleOp, of: str, wrt: Sequence[str]) -> list[str]:
         vn = _names(v)
         d = total(v)
         if d is None:  # ``of`` does not depend on it: a zero gradient of its shape
-            t = T(v, vn)
-            d = em.broadcast(em.const(0, te.dtype_of(v)), vn, Extents(em, t))
+            zero = em.const(0, te.dtype_of(v))
+            d = em.map("mul", em.map("pow", T(v, vn), zero), zero)
         d = em.cast(d, te.dtype_of(v))
         group = em.op(te.GroupOp(gname, [d.value], vn, False, em.ttype(te.dtype_of(v), len(vn))))
         grads.append(group.results[0])
