@@ -134,6 +134,18 @@ class Program:
 
         return GradProgram(self, of, wrt)
 
+    def jax_function(self) -> Any:
+        """``f(**inputs) -> exports`` built from jax operations: works in ``jax.jit``, ``jax.grad``, ``jax.vmap``."""
+        from fuse_mlir.interop import jax_function
+
+        return jax_function(self)
+
+    def torch_function(self) -> Any:
+        """``f(**inputs) -> exports`` built from torch operations: works with ``torch.autograd``, ``torch.compile``."""
+        from fuse_mlir.interop import torch_function
+
+        return torch_function(self)
+
     # -- compile -----------------------------------------------------------
 
     def compile(
