@@ -48,6 +48,7 @@ class GradProgram(Program):
         self.resolved = base.resolved
         self._sources = None
         self._lowered = {}
+        self.sources_version = 0
         self.base = base
         self.of = of
         self.wrt = tuple(wrt.split(",")) if isinstance(wrt, str) else tuple(wrt)
@@ -73,6 +74,7 @@ class GradProgram(Program):
     def replace_sources(self, arrays: Mapping[str, Any]) -> None:
         self.base.replace_sources(arrays)
         self._lowered.clear()
+        self.sources_version += 1
 
     def lower(self, input_dtypes: Mapping[str, Any] | None = None, options: LowerOptions | None = None) -> Lowered:
         """The base program's module for these dtypes, differentiated (cached per signature)."""

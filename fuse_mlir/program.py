@@ -52,6 +52,7 @@ class Program:
             self.resolved: Resolved = resolve(self.ast, self.base_dir)
         self._sources: dict[str, np.ndarray] | None = None
         self._lowered: dict[tuple, Lowered] = {}
+        self.sources_version = 0  # bumped by replace_sources: runners drop direct paths bound to older lowerings
 
     @classmethod
     def from_file(cls, path: str | Path) -> Program:
@@ -102,9 +103,10 @@ class Program:
                     f"but has shape {arr.shape}",
                     s.loc,
                 )
-            loaded[name] = np.ascontiguousarray(arr)
+            loaded[name] = np.array(arr, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
         self._sources = loaded
         self._lowered.clear()
+        self.sources_version += 1
 
     def lower(self, input_dtypes: Mapping[str, Any] | None = None, options: LowerOptions | None = None) -> Lowered:
         """The tensor_eq module for inputs of the given dtypes (float64 for any not named) and lowering options."""
@@ -311,12 +313,16 @@ class Runner:
     # (lowered, inputs, seconds), turned into one when asked for
     _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
     _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
+    _fast_version: int = field(default=0, repr=False)  # the program's sources_version the direct paths were bound at
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         out = None
         if "out" in inputs and "out" not in self._input_specs():
             out = inputs.pop("out")
         entry = self._fast.get(tuple(inputs))
+        if entry is not None and self._fast_version != self.program.sources_version:
+            self._fast.clear()  # the program's sources were replaced: its lowerings changed
+            entry = None
         if entry is not None:
             fast, lowered = entry
             t0 = time.perf_counter()
@@ -488,6 +494,9 @@ class Runner:
             return
         fast = bind(lowered)
         if fast is not None:
+            if self._fast_version != self.program.sources_version:
+                self._fast.clear()
+                self._fast_version = self.program.sources_version
             self._fast[tuple(given)] = (fast, lowered)
 
     def _input_specs(self) -> dict[str, Any]:
