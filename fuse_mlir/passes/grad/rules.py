@@ -83,13 +83,16 @@ def contract_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> lis
     ext = Extents(em, *xs)
     if proj == "mean":
         g = em.map("div", g, em.count(g, projected, ext))
-    if proj in ("sum", "mean"):
+    if proj in ("sum", "mean") or not projected:  # with nothing projected every projection is the identity
         return _spread(em, g, xs, want)
     full = xs[0] if len(xs) == 1 else em.contract(xs, every)
     if proj == "prod":
         seed = em.map("div", em.map("mul", g, y), full)
     else:
-        mask = em.map("eq", full, y)
+        # The extreme is taken again from this very product, so the mask matches it bit for bit (the
+        # forward may have multiplied the factors in another order).
+        best = em.reduce(proj, full, y.names) if len(xs) > 1 else y
+        mask = em.map("eq", full, best)
         ties = em.contract([mask], y.names)
         seed = em.map("mul", em.map("div", g, ties), mask)
     if len(xs) == 1:
