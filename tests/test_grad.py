@@ -324,3 +324,20 @@ def test_fuse_opt_grad_pipeline(tmp_path, capsys) -> None:
     assert main([str(prog), "-p", "grad{of=L wrt=X}"]) == 0
     out = capsys.readouterr().out
     assert 'te.group "dL_dX"' in out and 'names = ["L", "dL_dX"]' in out
+
+
+def test_runner_sees_replaced_sources(tmp_path) -> None:
+    """A runner compiled before ``replace_sources`` runs on the new arrays (its direct path is dropped), and a
+    0-d replacement stays 0-d (training loops replace weights this way: examples/train_logreg.py)."""
+    np.save(tmp_path / "w.npy", np.array([1.0, 2.0]))
+    (tmp_path / "b.json").write_text("0.5")
+    prog = Program('W[i] = "w.npy"\nb = "b.json"\nL = W[i] W[i] + b\n', str(tmp_path / "p.fuse"), tmp_path)
+    grad = prog.grad("L", ["W", "b"])
+    run = grad.compile("llvm")
+    assert float(run()["L"]) == 5.5 and float(run()["L"]) == 5.5
+    grad.replace_sources({"W": np.array([3.0, 0.0]), "b": np.array(1.0)})
+    out = run()
+    assert float(out["L"]) == 10.0
+    np.testing.assert_array_equal(out["dL_dW"], [6.0, 0.0])
+    assert out["dL_db"].shape == () and float(out["dL_db"]) == 1.0
+    assert prog.source_arrays()["b"].shape == ()
