@@ -39,7 +39,7 @@ def _walker_function(
     part (the device, for torch)."""
     from fuse_mlir.backends.array_walk import TeWalker
 
-    cache: dict[tuple, tuple[Any, dict[str, Any], list[str]]] = {}
+    cache: dict[tuple, tuple[Callable[..., Any], list[str]]] = {}
     names = [s.name for s in program.lower().inputs]
 
     def prepare(dtypes: tuple, ops: Any, where: str) -> tuple[Callable[..., Any], list[str]]:

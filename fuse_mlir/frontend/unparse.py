@@ -113,7 +113,7 @@ class Unparser:
         """An int8 vector of ones along ``name`` whose extent is ``extent`` (a ``te.dim``)."""
         owner = extent.owner
         if isinstance(owner, arith.ConstantOp):
-            n = int(owner.value.value.data)  # type: ignore[attr-defined]
+            n = int(owner.value.value.data)  # type: ignore[union-attr]
             key = (extent, 0)
             if key not in self.ones:
                 vec = self.fresh("_ones")
@@ -211,7 +211,7 @@ class Unparser:
                 owner = op.extents[0].owner
                 if not isinstance(owner, arith.ConstantOp):
                     raise FuseError("cannot print causal_mask of a run-time extent as .fuse text")
-                self.define(op, f"causal_mask({owner.value.value.data})", names)  # type: ignore[attr-defined]
+                self.define(op, f"causal_mask({owner.value.value.data})", names)  # type: ignore[union-attr]
             else:
                 self.define(op, f"{op.fn.data}({self.index(name)}) {self.extent_ones(op.extents[0], name)}", names)
         elif isinstance(op, te.PlaceOp):

@@ -191,8 +191,9 @@ def _partials(em: Emitter, fn: str, xs: list[T], y: T, g: T, params: dict[str, o
             return [None]
         slope = mul(y, m("sub", one, y))  # d sig(z) / dz at z = x / T
         if len(xs) == 1:
-            temp = em.const(float(params["T"]), g.dtype)  # type: ignore[arg-type]
-            if float(params["T"]) == 0:
+            t_value = float(params["T"])  # type: ignore[arg-type]
+            temp = em.const(t_value, g.dtype)
+            if t_value == 0:
                 return [None]
             return [m("div", mul(g, slope), temp)]
         x, temp = xs
