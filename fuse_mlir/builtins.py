@@ -74,6 +74,7 @@ BUILTINS: dict[str, Builtin] = {
         _b("case", Kind.CONSTRUCTOR, 1, -1, doc="case(c1, v1, ..., default)"),
         _b("even", Kind.INDEX_FN, 0, 1, ("axis",)),
         _b("odd", Kind.INDEX_FN, 0, 1, ("axis",)),
+        _b("iota", Kind.INDEX_FN, 0, 1, ("axis",), doc="the position along an index (int64 0, 1, ..., n-1)"),
         _b("attention", Kind.BLOCK, 3, 4, ("scale", "causal", "mask")),
         _b("rope", Kind.BLOCK, 1, 1, ("axis", "base")),
         _b("tucker_dense", Kind.BLOCK, 1, 1, ("rank", "threshold")),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fuse_mlir.diagnostics import FuseError
+from fuse_mlir.diagnostics import FuseError, Loc
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.parser import parse, recursion_room
 from fuse_mlir.frontend.resolve import Resolved, explain_term, free_indices, resolve, split_factors, split_terms
@@ -57,6 +57,7 @@ class Program:
         self.frontend_seconds: dict[str, float] = times.as_dict()
         self._sources: dict[str, np.ndarray] | None = None
         self._lowered: dict[tuple, Lowered] = {}
+        self.sources_version = 0  # bumped by replace_sources: runners drop direct paths bound to older lowerings
 
     @classmethod
     def from_file(cls, path: str | Path) -> Program:
@@ -107,9 +108,10 @@ class Program:
                     f"but has shape {arr.shape}",
                     s.loc,
                 )
-            loaded[name] = np.ascontiguousarray(arr)
+            loaded[name] = np.array(arr, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
         self._sources = loaded
         self._lowered.clear()
+        self.sources_version += 1
 
     def lower(
         self,
@@ -181,6 +183,23 @@ class Program:
     def to_mlir(self, input_dtypes: Mapping[str, Any] | None = None, generic: bool = False) -> str:
         """The tensor_eq module as MLIR text."""
         return print_module(self.lower(input_dtypes).module, generic)
+
+    def grad(self, of: str, wrt: str | Sequence[str]) -> Program:
+        """A program exporting the float scalar ``of`` and its gradient ``d<of>_d<name>`` with respect to each
+        ``wrt`` tensor (same shape and dtype as the tensor), by reverse-mode differentiation (docs/autodiff.md)."""
+        return GradProgram(self, of, wrt)
+
+    def jax_function(self) -> Any:
+        """``f(**inputs) -> exports`` built from jax operations: works in ``jax.jit``, ``jax.grad``, ``jax.vmap``."""
+        from fuse_mlir.interop import jax_function
+
+        return jax_function(self)
+
+    def torch_function(self) -> Any:
+        """``f(**inputs) -> exports`` built from torch operations: works with ``torch.autograd``, ``torch.compile``."""
+        from fuse_mlir.interop import torch_function
+
+        return torch_function(self)
 
     # -- compile -----------------------------------------------------------
 
@@ -326,3 +345,106 @@ def format_exports(exports: Mapping[str, np.ndarray]) -> str:
 
 def exports_to_json(exports: Mapping[str, np.ndarray]) -> str:
     return json.dumps({k: v.tolist() for k, v in exports.items()}, indent=1)
+
+
+# -- gradient programs (Program.grad) ----------------------------------------------------------------------
+#
+# A GradProgram's lowering is the base program's tensor_eq module put through the ``grad`` transformation
+# (fuse_mlir.passes.grad), per input dtype signature like any program, so it compiles on every backend and its
+# backward kernels fuse with the rest (docs/autodiff.md).
+
+
+def _lhs_loc(program: Program, name: str) -> Loc | None:
+    """Where ``name`` is first defined (an equation or a source), or first read; None if nowhere."""
+    for eq in program.resolved.equations:
+        if eq.lhs.name == name:
+            return eq.lhs.loc
+    for s in program.resolved.sources:
+        if s.lhs.name == name:
+            return s.loc
+    return None
+
+
+def _streaming_equation(program: Program) -> A.Equation | None:
+    for eq in program.resolved.equations:
+        if any(isinstance(i, A.IndexName) and i.time for i in eq.lhs.indices or ()):
+            return eq
+    return None
+
+
+class GradProgram(Program):
+    """The program ``base`` exporting ``of`` and ``d<of>_d<name>`` for each ``wrt`` name, and nothing else."""
+
+    def __init__(self, base: Program, of: str, wrt: Sequence[str]):
+        # Share the base's parse: a gradient program is the same program, lowered differently.
+        self.source = base.source
+        self.filename = base.filename
+        self.base_dir = base.base_dir
+        self.ast = base.ast
+        self.resolved = base.resolved
+        self._sources = None
+        self._lowered = {}
+        self.sources_version = 0
+        self.frontend_seconds = dict(base.frontend_seconds)
+        self.base = base
+        self.of = of
+        self.wrt = tuple(wrt.split(",")) if isinstance(wrt, str) else tuple(wrt)
+        from fuse_mlir.passes.grad.transform import grad_name
+
+        self.exports = [of, *(grad_name(of, n) for n in self.wrt)]
+        eq = _streaming_equation(base)
+        if eq is not None:
+            raise FuseError(
+                f"grad: {eq.lhs.name} is a streaming equation (virtual time); streaming programs cannot be "
+                "differentiated",
+                eq.lhs.loc,
+            )
+        try:
+            self.lower()  # checks the request now, with located errors
+        except FuseError as e:
+            if e.loc is None:
+                bad = next((n for n in (of, *self.wrt) if n in e.message.split(":", 1)[-1].split()), of)
+                raise FuseError(e.message, _lhs_loc(base, bad), e.notes) from None
+            raise
+
+    def source_arrays(self):  # type: ignore[override]
+        return self.base.source_arrays()
+
+    def replace_sources(self, arrays: Mapping[str, Any]) -> None:
+        self.base.replace_sources(arrays)
+        self._lowered.clear()
+        self.sources_version += 1
+
+    def lower(
+        self,
+        input_dtypes: Mapping[str, Any] | None = None,
+        options: LowerOptions | None = None,
+        *,
+        warm: bool = False,
+    ) -> Lowered:
+        """The base program's module for these dtypes, differentiated (cached per signature; ``warm`` is ignored:
+        a gradient lowering is not in the warm start index)."""
+        from fuse_mlir.passes.grad.transform import differentiate
+
+        items = input_dtypes.items() if input_dtypes else ()
+        key = (tuple(sorted((k, str(v)) for k, v in items)), options)
+        hit = self._lowered.get(key)
+        if hit is None:
+            base = self.base.lower(input_dtypes, options)
+            module = base.module.clone()
+            exports = differentiate(module, self.of, self.wrt)
+            hit = Lowered(module, base.inputs, exports, [*base.group_order, *exports[1:]], base.sources, [])
+            self._lowered[key] = hit
+        return hit
+
+    def compile(self, backend: str = "llvm", **kwargs: Any):  # type: ignore[override]
+        mode = kwargs.get("mode", "single")
+        if mode in ("fixpoint", "streaming"):
+            raise FuseError(f"a gradient program runs in single mode, not {mode}")
+        return super().compile(backend, **kwargs)
+
+    def to_fuse(self, input_dtypes: Mapping[str, Any] | None = None) -> str:
+        """The gradient program as `.fuse` text that parses back and computes the same values."""
+        from fuse_mlir.frontend.unparse import module_to_fuse
+
+        return module_to_fuse(self.lower(input_dtypes).module)

@@ -34,7 +34,7 @@ from fuse_mlir.program import format_exports
 
 ROOT = Path(__file__).resolve().parent.parent
 # Documents whose fuse and python examples are all complete programs.
-CHECKED_DOCS = ("docs/language.md", "README.md")
+CHECKED_DOCS = ("docs/language.md", "README.md", "docs/autodiff.md")
 
 _FENCE = re.compile(r"^```(\w[\w-]*)?\s*$")
 _MODE = re.compile(r"^#\s*fuse run prog\.fuse\b.*--mode\s+(\w+)", re.M)

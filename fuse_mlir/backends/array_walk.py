@@ -756,6 +756,8 @@ def _generate(s: _State, op: te.GenerateOp) -> Array:
     ext = [s.get(e) for e in op.extents]
     if op.fn.data == "causal_mask":
         return s.ops.asarray(nb.causal_mask(ext[0], dtype=te.dtype_of(op.result)))
+    if op.fn.data == "iota":
+        return s.ops.asarray(np.arange(ext[0], dtype=te.dtype_of(op.result)))
     return s.ops.asarray(nb.index_parity(ext[0], op.fn.data))
 
 

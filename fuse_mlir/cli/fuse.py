@@ -106,6 +106,10 @@ def build_parser() -> ArgumentParser:
     explain = sub.add_parser("explain", help="show each equation's joined, projected and broadcast indices")
     explain.add_argument("program", help="the .fuse file ('-' reads stdin)")
     explain.add_argument("--json", action="store_true", help="print the table as JSON")
+    grad = sub.add_parser("grad", help="print the gradient program of a scalar as .fuse text (docs/autodiff.md)")
+    grad.add_argument("program", help="the .fuse file ('-' reads stdin)")
+    grad.add_argument("--of", required=True, help="the float scalar tensor to differentiate")
+    grad.add_argument("--wrt", required=True, help="comma-separated tensors to differentiate by (W1,B1)")
     return parser
 
 
@@ -283,11 +287,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grad(args: argparse.Namespace) -> int:
+    """``fuse grad``: print the program exporting ``of`` and ``d<of>_d<name>`` for each ``--wrt`` name."""
+    program = load_program(args.program)
+    wrt = [w.strip() for w in args.wrt.split(",") if w.strip()]
+    write_text(None, program.grad(args.of, wrt).to_fuse())  # type: ignore[attr-defined]
+    return 0
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         show_progress()
-    return {"run": cmd_run, "explain": cmd_explain}[args.command](args)
+    return {"run": cmd_run, "explain": cmd_explain, "grad": cmd_grad}[args.command](args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

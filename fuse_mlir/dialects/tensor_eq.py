@@ -975,7 +975,11 @@ class FlattenOp(NamedOp):
 
 @irdl_op_definition
 class GenerateOp(IRDLOperation):
-    """A tensor built from extents alone: ``causal_mask`` over two indices, ``even``/``odd`` over one."""
+    """A tensor built from extents alone: ``causal_mask`` over two indices, ``even``/``odd``/``iota`` over one.
+
+    ``iota`` is the int64 position along its one axis (0, 1, ..., n-1); the gradient transformation builds
+    the one-hot selections of its scatter-adds from it.
+    """
 
     name = "te.generate"
     fn = attr_def(StringAttr)
@@ -995,7 +999,7 @@ class GenerateOp(IRDLOperation):
     def verify_(self) -> None:
         out = names_of(self.indices)
         _check_rank(self, self.result, out, "result")
-        want = {"causal_mask": 2, "even": 1, "odd": 1}.get(self.fn.data)
+        want = {"causal_mask": 2, "even": 1, "odd": 1, "iota": 1}.get(self.fn.data)
         if want is None:
             raise VerifyException(f"te.generate: unknown generator {self.fn.data!r}")
         if len(out) != want or len(self.extents) != want:

@@ -1282,9 +1282,8 @@ class Lowerer:
             index = free_indices(call)
             if len(index) != 1:
                 raise FuseError(f"{b.name}() takes one index name", call.loc)
-            op = self.emit(
-                te.GenerateOp(b.name, [self.extent(self.L(index[0]))], index, self.ttype(np.dtype(np.int8), index))
-            )
+            dtype = np.dtype(np.int64 if b.name == "iota" else np.int8)
+            op = self.emit(te.GenerateOp(b.name, [self.extent(self.L(index[0]))], index, self.ttype(dtype, index)))
             return TV(op.results[0], tuple(index))
         if b.kind is bi.Kind.CONSTRUCTOR:
             return self.lower_constructor(call, b, proj, needed)

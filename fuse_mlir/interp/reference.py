@@ -385,6 +385,8 @@ class Interpreter:
         ext = [self.get(e) for e in op.extents]
         if op.fn.data == "causal_mask":
             return nb.causal_mask(ext[0], dtype=te.dtype_of(op.result))
+        if op.fn.data == "iota":
+            return np.arange(ext[0], dtype=te.dtype_of(op.result))
         return nb.index_parity(ext[0], op.fn.data)
 
     def place(self, op: te.PlaceOp) -> np.ndarray:

@@ -134,6 +134,12 @@ class LowerGenerate(TeOpPattern):
                 return b.select(below, b.const(1, dtype), b.const(0, dtype))
 
             return self.lo.generic([], [], names, [], "none", ext, dtype, mask)
+        if op.fn.data == "iota":
+
+            def position(b: Body, a, t, idx):
+                return b.index_to(idx(names[0]), dtype)
+
+            return self.lo.generic([], [], names, [], "none", ext, dtype, position)
         want = 0 if op.fn.data == "even" else 1
 
         def parity(b: Body, a, t, idx):
