@@ -292,6 +292,7 @@ class Runner:
     # (lowered, inputs, seconds), turned into one when asked for
     _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
     _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
+    _plans: dict[int, Any] = field(default_factory=dict, repr=False)  # id(module) -> ShapePlans (or None): orders per shape
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         out = None
@@ -362,6 +363,9 @@ class Runner:
         arrays = self._validate(given)
         t0 = time.perf_counter()
         lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options)
+        planned = self._shape_plans(lowered)
+        if planned is not None:
+            lowered = planned.lowered_for(arrays)  # the contraction orders for these shapes (one lookup when seen)
         lower_seconds = time.perf_counter() - t0  # ~0 once this dtype signature has been lowered
         result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds)
         self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
@@ -376,8 +380,25 @@ class Runner:
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)
-        self._remember(given, lowered)
+        self._remember(given, lowered, planned)
         return result.exports
+
+    def _shape_plans(self, lowered: Lowered) -> Any:
+        """The per-shape contraction planner of ``lowered`` (:mod:`fuse_mlir.passes.contract_plan`), or None where
+        the target orders products itself (einsum backends) or the module has no product of three or more factors."""
+        key = id(lowered.module)
+        if key not in self._plans:
+            from fuse_mlir.passes.contract_plan import ShapePlans
+            from fuse_mlir.targets import TARGETS
+
+            target = TARGETS.get(self.backend)
+            single = self.mode == "single" and (self.options is None or self.options.mode == "single")
+            loop_level = target is not None and target.level == "loop" and self.rewrite is None and single
+            plans = ShapePlans(lowered) if loop_level and ShapePlans.needed(lowered) else None
+            self._plans[key] = plans
+            if plans is not None:
+                plans.on_variant = lambda v: self._plans.__setitem__(id(v.module), plans)
+        return self._plans[key]
 
     def execute(
         self,
@@ -438,7 +459,26 @@ class Runner:
             shapes,
             op_seconds,
             compile_seconds=compile_seconds,
+            contractions=self._contractions(lowered, arrays),
         )
+
+    def _contractions(self, lowered: Lowered, arrays: Mapping[str, Any]) -> Any:
+        """For explain(): a function giving the call's contraction orders and BLAS calls (loop-level backends)."""
+        from fuse_mlir.targets import TARGETS
+
+        target = TARGETS.get(self.backend)
+        if target is None or target.level != "loop":
+            return None
+        plans = self._plans.get(id(lowered.module))
+        shapes = {k: np.shape(v) for k, v in arrays.items()}
+
+        def rows() -> list[dict[str, Any]]:
+            from fuse_mlir.passes.contract_plan import explain_contractions
+
+            plan = plans.plan_for(shapes) if plans is not None else None
+            return explain_contractions(lowered.module, shapes, lowered.sources, plan)
+
+        return rows
 
     def _run_then_fill(self, lowered: Lowered, arrays: dict[str, np.ndarray], out: Mapping[str, Any]) -> Any:
         """``out`` for a backend that allocates its own results: check, run, copy in."""
@@ -450,7 +490,7 @@ class Runner:
             result.exports[name] = fill_out(buf, result.exports[name], name)
         return result
 
-    def _remember(self, given: dict[str, Any], lowered: Lowered) -> None:
+    def _remember(self, given: dict[str, Any], lowered: Lowered, planned: Any = None) -> None:
         """Offer later calls with these input names the backend's direct path for this signature.
 
         One entry per tuple of names (in call order); the direct path itself
@@ -468,6 +508,8 @@ class Runner:
         ):
             return
         fast = bind(lowered)
+        if fast is not None and planned is not None:
+            fast = planned.direct(given, fast)  # a call of these shapes only: others plan on the general path
         if fast is not None:
             self._fast[tuple(given)] = (fast, lowered)
 

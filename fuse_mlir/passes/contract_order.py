@@ -3,21 +3,21 @@
 A sum-projected ``te.contract`` of n ≥ 3 operands (``A[i,j] B[j,k] C[k,l]``)
 is one n-way loop nest if left alone: O(∏ extents) work. Contracting pairs
 in a good order is O(sum of pairwise costs) and each pair can go to BLAS.
-The order comes from opt_einsum's path search (``optimal`` for up to
-``max-optimal`` operands, else ``greedy``) on the extents known at compile
-time; extents known only at run time count as ``assumed-extent``. Each
-intermediate keeps exactly the indices still needed later (by another
-operand or the result). Only ``sum`` splits: max/min/mean of a product do not
-distribute over the factors.
+An op carrying a ``path`` attribute follows it: the order the runtime chose
+for the call's real extents (:mod:`fuse_mlir.passes.contract_plan`, which
+plans per shape). Otherwise the order is the cheapest by the same FLOPs +
+bytes cost model (exhaustive up to ``max-optimal`` operands, else greedy) on
+the extents known at compile time, where extents known only at run time
+count as ``assumed-extent``. Each intermediate keeps exactly the indices
+still needed later (by another operand or the result). Only ``sum`` splits:
+max/min/mean of a product do not distribute over the factors.
 """
 
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass
 from typing import ClassVar
 
-import opt_einsum
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
@@ -25,13 +25,14 @@ from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.dtypes import contract_dtype
+from fuse_mlir.passes.contract_plan import optimal_path, path_of
 from fuse_mlir.passes.registry import register_pass
 
 
 @register_pass
 @dataclass(frozen=True)
 class ContractOrder(ModulePass):
-    """Split n-way sum contractions (n ≥ 3) into pairwise ones in the order opt_einsum finds cheapest."""
+    """Split n-way sum contractions (n ≥ 3) into pairwise ones in the cheapest order (or the planned ``path``)."""
 
     name = "contract-order"
     level: ClassVar[str] = "tensor_eq"
@@ -49,19 +50,16 @@ class ContractOrder(ModulePass):
         out = te.names_of(op.indices)
         if any(len(set(ns)) != len(ns) for ns in names):
             return  # repeated names (diagonals) stay whole
-        every = list(dict.fromkeys(n for ns in names for n in ns))
-        if len(every) > len(string.ascii_letters):
-            return
-        letter = {n: string.ascii_letters[k] for k, n in enumerate(every)}
         extents: dict[str, int] = {}
         for v, ns in zip(op.inputs, names):
             for n, s in zip(ns, v.type.get_shape()):  # type: ignore[attr-defined]
                 if s >= 0:
                     extents.setdefault(n, s)
-        shapes = [tuple(extents.get(n, self.assumed_extent) for n in ns) for ns in names]
-        spec = ",".join("".join(letter[n] for n in ns) for ns in names) + "->" + "".join(letter[n] for n in out)
-        strategy = "optimal" if len(names) <= self.max_optimal else "greedy"
-        path, _ = opt_einsum.contract_path(spec, *shapes, shapes=True, optimize=strategy)
+        path = path_of(op)
+        if path is None or not _fits(path, len(names)):
+            assumed = {n: extents.get(n, self.assumed_extent) for ns in names for n in ns}
+            itemsize = te.dtype_of(op.result).itemsize
+            path, _ = optimal_path(names, out, assumed, itemsize, self.max_optimal)
         operands: list[tuple[SSAValue, tuple[str, ...]]] = list(zip(op.inputs, names))
         block = op.parent_block()
         assert block is not None
@@ -90,3 +88,13 @@ class ContractOrder(ModulePass):
         op.result.replace_all_uses_with(final)
         op.detach()
         op.erase()
+
+
+def _fits(path: tuple[tuple[int, int], ...], n: int) -> bool:
+    """Whether ``path`` is a valid order for ``n`` operands (a planned attribute could be edited by hand)."""
+    live = n
+    for i, j in path:
+        if not 0 <= i < j < live:
+            return False
+        live -= 1
+    return live == 1
