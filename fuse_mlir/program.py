@@ -292,7 +292,7 @@ class Runner:
     # (lowered, inputs, seconds), turned into one when asked for
     _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
     _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
-    _plans: dict[int, Any] = field(default_factory=dict, repr=False)  # id(module) -> ShapePlans (or None): orders per shape
+    _plans: dict[int, Any] = field(default_factory=dict, repr=False)  # id(module) -> ShapePlans or None
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         out = None
