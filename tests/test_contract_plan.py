@@ -89,16 +89,14 @@ def test_skewed_chain_plan_is_opt_einsums_optimal_path():
     prog = Program("R[i,l] = Z[k,l] Y[j,k] X[i,j]\nexport R\n")
     runner = prog.compile("llvm")
     rng = np.random.default_rng(0)
-    for i, j, k, l in [(10, 300, 300, 300), (300, 300, 300, 10), (300, 10, 300, 300), (40, 40, 40, 40)]:
-        ins = {"X": rng.random((i, j)), "Y": rng.random((j, k)), "Z": rng.random((k, l))}
+    for i, j, k, m in [(10, 300, 300, 300), (300, 300, 300, 10), (300, 10, 300, 300), (40, 40, 40, 40)]:
+        ins = {"X": rng.random((i, j)), "Y": rng.random((j, k)), "Z": rng.random((k, m))}
         np.testing.assert_allclose(runner(**ins)["R"], ins["X"] @ ins["Y"] @ ins["Z"], rtol=1e-10)
         rows = runner.explain("json")["contractions"]
         (order,) = [r for r in rows if r["kind"] == "order"]
-        want, _ = opt_einsum.contract_path(
-            "kl,jk,ij->il", ins["Z"], ins["Y"], ins["X"], optimize="optimal"
-        )
-        if (i, j, k, l) != (40, 40, 40, 40):  # a tie there: any order is optimal
-            assert _subsets(order["path"], 3) == _subsets(want, 3), (i, j, k, l)
+        want, _ = opt_einsum.contract_path("kl,jk,ij->il", ins["Z"], ins["Y"], ins["X"], optimize="optimal")
+        if (i, j, k, m) != (40, 40, 40, 40):  # a tie there: any order is optimal
+            assert _subsets(order["path"], 3) == _subsets(want, 3), (i, j, k, m)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -113,8 +111,9 @@ def test_plans_are_optimal_under_the_cost_model(seed: int):
     out = tuple(c for c in letters if sum(c in ns for ns in names) == 1)
     path, cost = optimal_path(names, out, ext)
     spec = ",".join("".join(ns) for ns in names) + "->" + "".join(out)
-    theirs, _ = opt_einsum.contract_path(spec, *(tuple(ext[c] for c in ns) for ns in names), shapes=True,
-                                          optimize="optimal")
+    theirs, _ = opt_einsum.contract_path(
+        spec, *(tuple(ext[c] for c in ns) for ns in names), shapes=True, optimize="optimal"
+    )
     assert cost <= _price(theirs, names, out, ext) * (1 + 1e-12)
     assert _price(path, names, out, ext) == pytest.approx(cost)
 
@@ -136,8 +135,8 @@ def test_new_shape_plans_and_same_shape_reuses():
     runner = prog.compile("llvm")
     rng = np.random.default_rng(1)
 
-    def call(i, j, k, l):
-        ins = {"X": rng.random((i, j)), "Y": rng.random((j, k)), "Z": rng.random((k, l))}
+    def call(i, j, k, m):
+        ins = {"X": rng.random((i, j)), "Y": rng.random((j, k)), "Z": rng.random((k, m))}
         np.testing.assert_allclose(runner(**ins)["R"], ins["X"] @ ins["Y"] @ ins["Z"], rtol=1e-10)
 
     def plans() -> ShapePlans:

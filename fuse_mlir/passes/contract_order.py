@@ -24,15 +24,25 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.interp.dtypes import contract_dtype
+from fuse_mlir.interp.dtypes import accumulate_dtype, contract_dtype
 from fuse_mlir.passes.contract_plan import optimal_path, path_of
+from fuse_mlir.passes.gemm import result_order
 from fuse_mlir.passes.registry import register_pass
 
 
 @register_pass
 @dataclass(frozen=True)
 class ContractOrder(ModulePass):
-    """Split n-way sum contractions (n ≥ 3) into pairwise ones in the cheapest order (or the planned ``path``)."""
+    """Split n-way sum contractions (n ≥ 3) into pairwise ones in the cheapest order (or the planned ``path``).
+
+    First, a float factor is summed over the indices only it has (and the
+    result lacks), so no product builds what the sum throws away. The order
+    is the one the runtime planned for the call's shapes when the op carries
+    a ``path``, else the cheapest by FLOPs + bytes on the static extents
+    (unknown ones count as ``assumed-extent``; exhaustive up to
+    ``max-optimal`` factors, greedy beyond). Intermediates take the axis
+    order a GEMM writes without copies.
+    """
 
     name = "contract-order"
     level: ClassVar[str] = "tensor_eq"
@@ -42,8 +52,10 @@ class ContractOrder(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for inner in list(op.walk()):
-            if isinstance(inner, te.ContractOp) and inner.projection.data == "sum" and len(inner.inputs) >= 3:
-                self.split(inner)
+            if isinstance(inner, te.ContractOp) and inner.projection.data == "sum" and len(inner.inputs) >= 2:
+                presum(inner)
+                if len(inner.inputs) >= 3:
+                    self.split(inner)
 
     def split(self, op: te.ContractOp) -> None:
         names = te.names_of_each(op.operand_indices)
@@ -71,7 +83,9 @@ class ContractOrder(ModulePass):
             keep = [n for n in dict.fromkeys(n for _, ns in picked for n in ns) if n in later]
             if len(operands) == 0:
                 keep = list(out)
-            dtype = contract_dtype([te.dtype_of(v) for v, _ in picked], "sum")
+            elif len(picked) == 2:  # an intermediate's axis order is free: the one a GEMM writes without copies
+                keep = list(result_order(picked[0][1], picked[1][1], keep, extents))
+            dtype = accumulate_dtype(contract_dtype([te.dtype_of(v) for v, _ in picked], "sum"))  # f16: f32 between
             shape = [extents.get(n, te.DYNAMIC) for n in keep]
             new = te.ContractOp(
                 [v for v, _ in picked], [ns for _, ns in picked], keep, "sum", te.tensor_type(dtype, shape)
@@ -88,6 +102,35 @@ class ContractOrder(ModulePass):
         op.result.replace_all_uses_with(final)
         op.detach()
         op.erase()
+
+
+def presum(op: te.ContractOp) -> None:
+    """Sum each float operand over its indices that no other operand and not the result has, before the product.
+
+    ``s = A[i,k] B[k,j]`` then costs O(ik + kj) instead of O(ijk), and the
+    product never builds what the sum would throw away. Integer and boolean
+    contractions (joins) are left as they are.
+    """
+    names = te.names_of_each(op.operand_indices)
+    out = set(te.names_of(op.indices))
+    if te.dtype_of(op.result).kind != "f" or any(len(set(ns)) != len(ns) for ns in names):
+        return
+    block = op.parent_block()
+    assert block is not None
+    inputs, new_names = list(op.inputs), list(names)
+    for k, (v, ns) in enumerate(zip(op.inputs, names)):
+        others = out.union(*(set(o) for j, o in enumerate(names) if j != k))
+        keep = [n for n in ns if n in others]
+        if len(keep) == len(ns) or te.dtype_of(v).kind != "f":
+            continue
+        shape = [s for n, s in zip(ns, v.type.get_shape()) if n in others]  # type: ignore[attr-defined]
+        dtype = contract_dtype([te.dtype_of(v)], "sum")
+        pre = te.ContractOp([v], [ns], keep, "sum", te.tensor_type(dtype, shape))
+        block.insert_op_before(pre, op)
+        inputs[k], new_names[k] = pre.result, tuple(keep)
+    if inputs != list(op.inputs):
+        op.operands = inputs
+        op.attributes["operand_indices"] = te.str_array_array(new_names)
 
 
 def _fits(path: tuple[tuple[int, int], ...], n: int) -> bool:

@@ -64,8 +64,12 @@ def optimal_path(
     exactly the indices still needed by another factor or the result.
     """
     n = len(names_each)
-    sets = [frozenset(ns) for ns in names_each]
     outset = frozenset(out)
+    # An index on one factor only, and not in the result, is summed within that factor first (contract-order).
+    sets = [
+        frozenset(x for x in ns if x in outset or any(x in o for j, o in enumerate(names_each) if j != k))
+        for k, ns in enumerate(names_each)
+    ]
     full = (1 << n) - 1
     if n > max_optimal:
         return _greedy(sets, outset, ext, itemsize)

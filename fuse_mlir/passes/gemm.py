@@ -87,15 +87,12 @@ def gemm_plan(ma: Sequence[int], mb: Sequence[int], out: Sequence[int]) -> GemmP
 
 
 def is_matrix_product(a: Sequence[str], b: Sequence[str], out: Sequence[str]) -> bool:
-    """Each side keeps an index the other lacks, and they share a summed one: a GEMM (dots and matrix-vector
-    products are memory-bound and stay loops that fusion can feed)."""
-    return (
-        len(set(a)) == len(a)
-        and len(set(b)) == len(b)
-        and any(n in b and n not in out for n in a)
-        and any(n in out and n not in b for n in a)
-        and any(n in out and n not in a for n in b)
-    )
+    """Each side keeps an index the other lacks and they share a summed one: a GEMM. Matrix-vector products and
+    dots stay loop nests: memory-bound, as fast as GEMV/DOT there (in either orientation, see
+    ``outer_reduction_order``), and fusion can feed them."""
+    if len(set(a)) != len(a) or len(set(b)) != len(b) or not any(n in b and n not in out for n in a):
+        return False
+    return any(n in out and n not in b for n in a) and any(n in out and n not in a for n in b)
 
 
 def blas_product(
@@ -169,6 +166,35 @@ def gemm_layout(
             if (best is None or cost < best[0]) and _fits(la, lb, lc):
                 best = (cost, GemmLayout(la, lb, lc))
     return None if best is None else best[1]
+
+
+def result_order(
+    a: Sequence[str], b: Sequence[str], keep: Sequence[str], extents: Mapping[str, int] | None = None
+) -> tuple[str, ...]:
+    """The axis order for an intermediate ``keep = sum a * b`` that a GEMM writes with the fewest operand copies.
+
+    Candidates are ``batch + M + N`` and ``batch + N + M`` (each group in its
+    operand's order), then ``keep`` as given; a non-GEMM product keeps ``keep``.
+    """
+    kset = set(keep)
+    batch = tuple(n for n in a if n in kset and n in b)
+    m = tuple(n for n in a if n in kset and n not in b)
+    n_ = tuple(n for n in b if n in kset and n not in a)
+    if set(batch + m + n_) != kset:
+        return tuple(keep)
+    best: tuple[int, tuple[str, ...]] | None = None
+    for c in (batch + m + n_, batch + n_ + m, tuple(keep)):
+        layout = gemm_layout(a, b, c, extents)
+        if layout is None:
+            continue
+        ext = extents or {}
+        cost = sum(
+            math.prod(ext.get(x, ASSUMED_EXTENT) for x in was) * (tuple(was) != now)
+            for was, now in ((a, layout.a), (b, layout.b), (c, layout.c))
+        )
+        if best is None or cost < best[0]:
+            best = (cost, c)
+    return tuple(keep) if best is None else best[1]
 
 
 def _fits(a: tuple[str, ...], b: tuple[str, ...], out: tuple[str, ...]) -> bool:

@@ -121,14 +121,17 @@ def constant_value(entry: ArrayAttr) -> np.ndarray:
 def outer_reduction_order(maps: Sequence[Sequence[int]], res_dims: Sequence[int], red_dims: Sequence[int]) -> bool:
     """Whether to run the reduction loops outside the result's contiguous dim (see :meth:`EwToLoop.nest`).
 
-    True when there is a reduction and a parallel dim, no mapped input is
-    contiguous along a reduction dim, and some input is contiguous along the
-    result's last dim: the column-sum shape, where the register-accumulator
-    order would read every input with a stride in its innermost loop.
+    True when there is a reduction and a parallel dim, no mapped input of
+    the highest rank is contiguous along a reduction dim, and one is
+    contiguous along the result's last dim: the column-sum shape, where the
+    register-accumulator order would read the big inputs with a stride in its
+    innermost loop (a vector beside the matrix, as in ``W[i,j] x[i]``, does not
+    decide the order: it is read once either way).
     """
     if not red_dims or not res_dims:
         return False
-    lasts = [m[-1] for m in maps if len(m)]
+    top = max((len(m) for m in maps), default=0)
+    lasts = [m[-1] for m in maps if len(m) == top and top]
     if any(d in red_dims for d in lasts):
         return False
     return res_dims[-1] in lasts

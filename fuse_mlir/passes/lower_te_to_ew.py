@@ -27,6 +27,7 @@ from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.interp.dtypes import accumulate_dtype
 from fuse_mlir.interp.numpy_builtins import INT_NEGATIVE_POWER
 from fuse_mlir.passes.gemm import blas_product, gemm_layout
 from fuse_mlir.passes.registry import register_pass
@@ -257,6 +258,10 @@ class TeToEw:
         out = list(out)
         ext = self.name_extents(ins)
         red = [n for n in ext if n not in out]
+        work = accumulate_dtype(dtype) if proj in ("sum", "mean") else dtype
+        if work != dtype:  # float16: accumulate in float32, round once (as the reference does)
+            res = self.contract(ins, out, proj, work)
+            return self.elementwise([In(res, tuple(out))], out, dtype, lambda b, a: b.cast(a[0], work, dtype))
         if proj == "sum" and blas_product([i.names for i in ins], out, [i.dtype for i in ins], dtype, _static(ins)):
             return self.matmul(ins, out, ext, dtype)
 
