@@ -194,7 +194,8 @@ class ShapePlans:
 
     ``lowered_for(arrays)`` is the module copy whose n-way contractions carry
     the orders chosen for these arrays' shapes; ``plans`` counts the shapes
-    planned (a repeated shape plans nothing), ``variants`` the distinct orders.
+    planned (a repeated shape plans nothing), ``by_path`` holds one module
+    copy (so one compiled kernel) per distinct choice of orders.
     """
 
     lowered: Lowered
@@ -289,18 +290,13 @@ class ShapePlans:
         if variant is None:
             copy = module.clone()
             copy_ops = list(copy.body.block.ops)
-            for k, path in zip(self.sites, paths):
-                if path is not None:
-                    copy_ops[k].attributes[PATH_ATTR] = path_attr(path)
+            for k, chosen in zip(self.sites, paths):
+                if chosen is not None:
+                    copy_ops[k].attributes[PATH_ATTR] = path_attr(chosen)
             variant = self.by_path[pkey] = replace(self.lowered, module=copy)
             if self.on_variant is not None:
                 self.on_variant(variant)
         return variant, Plan(key, sites)
-
-
-def planned_module(module: ModuleOp) -> bool:
-    """Whether some contraction of ``module`` carries a chosen order."""
-    return any(PATH_ATTR in op.attributes for op in module.walk() if isinstance(op, te.ContractOp))
 
 
 def explain_contractions(
