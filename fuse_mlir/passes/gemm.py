@@ -123,7 +123,11 @@ class GemmLayout:
 
 
 def gemm_layout(
-    a: Sequence[str], b: Sequence[str], out: Sequence[str], extents: Mapping[str, int] | None = None
+    a: Sequence[str],
+    b: Sequence[str],
+    out: Sequence[str],
+    extents: Mapping[str, int] | None = None,
+    free: tuple[bool, bool] = (False, False),
 ) -> GemmLayout | None:
     """The cheapest layouts (fewest elements copied) under which ``out = sum a * b`` is one :func:`gemm_plan`.
 
@@ -131,12 +135,14 @@ def gemm_layout(
     copying one or more of lhs, rhs and the result into ``[batch, M, K]`` /
     ``[batch, K, M]``-style orders, with each group's order taken from one of
     the three tensors, is weighed by the elements it copies (``extents``,
-    where known, else :data:`ASSUMED_EXTENT`). None when no index grouping
+    where known, else :data:`ASSUMED_EXTENT`); a ``free`` operand (an
+    intermediate whose producer can write any order) costs nothing to
+    reorder, and then its order follows ``out``'s. None when no index grouping
     fits: an index on one operand only that the result lacks (it is summed
     first), or repeated names.
     """
     a, b, out = tuple(a), tuple(b), tuple(out)
-    if _fits(a, b, out):
+    if _fits(a, b, out) and not any(free):
         return GemmLayout(a, b, out)
     if any(n not in out and n not in b for n in a) or any(n not in out and n not in a for n in b):
         return None
@@ -151,50 +157,23 @@ def gemm_layout(
         "n": [n for n in out if n in b and n not in a],
         "k": [n for n in a if n in b and n not in out],
     }
+    fixed = [t for t, f in ((a, free[0]), (b, free[1])) if not f]
+    loose = [t for t, f in ((a, free[0]), (b, free[1])) if f]
     orders: dict[str, list[tuple[str, ...]]] = {}
     for g, names in groups.items():
-        seen = [tuple(n for n in t if n in names) for t in (a, b, out)]
-        orders[g] = list(dict.fromkeys(o for o in seen if len(o) == len(names)))
+        seen = [tuple(n for n in t if n in names) for t in (out, *fixed, *loose)]
+        orders[g] = list(dict.fromkeys(o for o in seen if len(o) == len(names)))  # the result's, fixed ones' first
     best: tuple[int, GemmLayout] | None = None
     for pick in itertools.product(*(orders[g] for g in ("batch", "m", "n", "k"))):
         bt, m, n, k = pick
-        a_opts = [a, bt + m + k, bt + k + m]
-        b_opts = [b, bt + k + n, bt + n + k]
+        a_opts = [bt + m + k, bt + k + m, a] if free[0] else [a, bt + m + k, bt + k + m]
+        b_opts = [bt + k + n, bt + n + k, b] if free[1] else [b, bt + k + n, bt + n + k]
         c_opts = [out, bt + m + n, bt + n + m]
         for la, lb, lc in itertools.product(a_opts, b_opts, c_opts):
-            cost = (la != a) * size(a) + (lb != b) * size(b) + (lc != out) * size(out)
+            cost = (la != a and not free[0]) * size(a) + (lb != b and not free[1]) * size(b) + (lc != out) * size(out)
             if (best is None or cost < best[0]) and _fits(la, lb, lc):
                 best = (cost, GemmLayout(la, lb, lc))
     return None if best is None else best[1]
-
-
-def result_order(
-    a: Sequence[str], b: Sequence[str], keep: Sequence[str], extents: Mapping[str, int] | None = None
-) -> tuple[str, ...]:
-    """The axis order for an intermediate ``keep = sum a * b`` that a GEMM writes with the fewest operand copies.
-
-    Candidates are ``batch + M + N`` and ``batch + N + M`` (each group in its
-    operand's order), then ``keep`` as given; a non-GEMM product keeps ``keep``.
-    """
-    kset = set(keep)
-    batch = tuple(n for n in a if n in kset and n in b)
-    m = tuple(n for n in a if n in kset and n not in b)
-    n_ = tuple(n for n in b if n in kset and n not in a)
-    if set(batch + m + n_) != kset:
-        return tuple(keep)
-    best: tuple[int, tuple[str, ...]] | None = None
-    for c in (batch + m + n_, batch + n_ + m, tuple(keep)):
-        layout = gemm_layout(a, b, c, extents)
-        if layout is None:
-            continue
-        ext = extents or {}
-        cost = sum(
-            math.prod(ext.get(x, ASSUMED_EXTENT) for x in was) * (tuple(was) != now)
-            for was, now in ((a, layout.a), (b, layout.b), (c, layout.c))
-        )
-        if best is None or cost < best[0]:
-            best = (cost, c)
-    return tuple(keep) if best is None else best[1]
 
 
 def _fits(a: tuple[str, ...], b: tuple[str, ...], out: tuple[str, ...]) -> bool:
