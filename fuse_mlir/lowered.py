@@ -116,6 +116,10 @@ class Lowered:
         self._module = value
         self.digest = None
 
+    def with_module(self, module: ModuleOp) -> Lowered:
+        """A lowering with the same tables and another module (a variant of this one, e.g. another product order)."""
+        return Lowered(module, self.inputs, self.exports, self.group_order, self.sources, self.fixpoints)
+
     @property
     def has_module(self) -> bool:
         """Whether the module exists (False for a warm lowering nobody has asked the IR of)."""
@@ -145,6 +149,7 @@ class ProgramLowering(Protocol):
     """What a runner needs of a program: its tensor_eq lowering per input dtype signature (``Program.lower``)."""
 
     filename: str
+    sources_version: int  # bumped when the program's source arrays are replaced
     frontend_seconds: dict[str, float]  # parse, resolve, lower-to-te: the frontend's part of compile_stats
 
     def lower(

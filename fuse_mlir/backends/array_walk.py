@@ -34,6 +34,7 @@ from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
+from fuse_mlir.interp.dtypes import accumulate_dtype
 from fuse_mlir.interp.reference import _loc, access_plan
 from fuse_mlir.lowered import Lowered, RunResult
 from fuse_mlir.passes.pipeline import Pipeline
@@ -567,6 +568,7 @@ def _contract(s: _State, op: te.ContractOp) -> Array:
         work = dtype
         if proj == "mean":
             work = np.result_type(*[te.dtype_of(v) for v in op.inputs], np.float64 if dtype.kind != "f" else dtype)
+        work = accumulate_dtype(work)
         kit = ArrayKit(xp.stack, lambda shape: xp.zeros(shape, work), lambda a, b: a + b)
         res = contract_named(
             [xp.astype(a, work) for a in arrays],

@@ -97,6 +97,12 @@ def contract_dtype(dtypes: list[np.dtype], projection: str, projected: bool = Tr
     return reduce_dtype(base, projection) if projected else base
 
 
+def accumulate_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a sum contraction accumulates in: float32 for float16 (a half-precision running sum loses
+    every addend below its spacing), the result's own dtype otherwise; the result is rounded back once."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
 @cache
 def reduce_dtype(dtype: np.dtype, kind: str) -> np.dtype:
     """Result dtype of a reduction: sums/products widen small integers as ``np.sum`` does; mean is float."""

@@ -25,7 +25,7 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
-from fuse_mlir.interp.dtypes import MAP_FNS
+from fuse_mlir.interp.dtypes import MAP_FNS, accumulate_dtype
 from fuse_mlir.lowered import RunResult
 
 
@@ -291,7 +291,7 @@ class Interpreter:
             for n, s in zip(ns, a.shape):
                 ext.setdefault(n, s)
         if proj == "sum" or (proj == "mean"):
-            work = (
+            work = accumulate_dtype(
                 dtype
                 if proj == "sum"
                 else np.result_type(*[a.dtype for a in arrays], np.float64 if dtype.kind != "f" else dtype)

@@ -63,12 +63,17 @@ class Runner:
     _demand: Any = field(default=None, repr=False)  # modes.demand.DemandCache
     _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
     _stages: dict[str, float] = field(default_factory=dict, repr=False)  # compile_stats, less the frontend's
+    _fast_version: int = field(default=0, repr=False)  # the program's sources_version the direct paths were bound at
+    _plans: dict[int, Any] = field(default_factory=dict, repr=False)  # id(module) -> ShapePlans or None
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         out = None
         if "out" in inputs and "out" not in self._input_specs():
             out = inputs.pop("out")
         entry = self._fast.get(tuple(inputs))
+        if entry is not None and self._fast_version != self.program.sources_version:
+            self._fast.clear()  # the program's sources were replaced: its lowerings changed
+            entry = None
         if entry is not None:
             fast, lowered = entry
             t0 = time.perf_counter()
@@ -116,6 +121,7 @@ class Runner:
                 input_shapes, compile_seconds, shapes, op_seconds = _shapes(inputs), 0.0, None, None
             else:
                 lowered, input_shapes, seconds, compile_seconds, shapes, op_seconds = self._last
+            contractions = self._contractions(lowered, input_shapes)
             self._last = LastRun(
                 lowered.module,
                 input_shapes,
@@ -126,6 +132,7 @@ class Runner:
                 shapes,
                 op_seconds,
                 compile_seconds=compile_seconds,
+                contractions=contractions,
             )
         return self._last
 
@@ -155,6 +162,9 @@ class Runner:
         with times:  # active through execute's prepare (the backend's compile)
             arrays = self._validate(given)  # the first call lowers here (the input signature)
             lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options, warm=self._warm())
+            planned = self._shape_plans(lowered)
+            if planned is not None:
+                lowered = planned.lowered_for(arrays)  # the contraction orders for these shapes (one lookup when seen)
             # 0 once this dtype signature has been lowered
             lower_seconds = self.program.frontend_seconds.get("lower-to-te", 0.0) - lowered_before
             result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds, stages=times)
@@ -171,8 +181,45 @@ class Runner:
         if write_sinks:
             for path, value, loc in result.sinks:
                 write_sink(path, value, self.out_root, loc=loc)
-        self._remember(given, lowered)
+        self._remember(given, lowered, planned)
         return result.exports
+
+    def _shape_plans(self, lowered: Lowered) -> Any:
+        """The per-shape contraction planner of ``lowered`` (:mod:`fuse_mlir.passes.transforms.contract_plan`), or None where
+        the target orders products itself (einsum backends), the module has no product of three or more factors,
+        or the lowering came from the warm start index without its IR (then the compile-time order serves)."""
+        if not lowered.has_module:
+            return None
+        key = id(lowered.module)
+        if key not in self._plans:
+            from fuse_mlir.passes.transforms.contract_plan import ShapePlans
+            from fuse_mlir.targets import TARGETS
+
+            target = TARGETS.get(self.backend)
+            single = self.mode == "single" and (self.options is None or self.options.mode == "single")
+            loop_level = target is not None and target.level == "loop" and self.rewrite is None and single
+            plans = ShapePlans(lowered) if loop_level and ShapePlans.needed(lowered) else None
+            self._plans[key] = plans
+            if plans is not None:
+                plans.on_variant = lambda v: self._plans.__setitem__(id(v.module), plans)
+        return self._plans[key]
+
+    def _contractions(self, lowered: Lowered, shapes: dict[str, tuple[int, ...]]) -> Any:
+        """For explain(): a function giving the call's contraction orders and BLAS calls (loop-level backends)."""
+        from fuse_mlir.targets import TARGETS
+
+        target = TARGETS.get(self.backend)
+        if target is None or target.level != "loop":
+            return None
+        plans = self._plans.get(id(lowered.module)) if lowered.has_module else None
+
+        def rows() -> list[dict[str, Any]]:
+            from fuse_mlir.passes.transforms.contract_order import explain_contractions
+
+            plan = plans.plan_for(shapes) if plans is not None else None
+            return explain_contractions(lowered.module, shapes, lowered.sources, plan)
+
+        return rows
 
     def execute(
         self,
@@ -263,7 +310,7 @@ class Runner:
             result.exports[name] = fill_out(buf, result.exports[name], name)
         return result
 
-    def _remember(self, given: dict[str, Any], lowered: Lowered) -> None:
+    def _remember(self, given: dict[str, Any], lowered: Lowered, planned: Any = None) -> None:
         """Offer later calls with these input names the backend's direct path for this signature.
 
         One entry per tuple of names (in call order); the direct path itself
@@ -281,7 +328,12 @@ class Runner:
         ):
             return
         fast = bind(lowered)
+        if fast is not None and planned is not None:
+            fast = planned.direct(given, fast)  # a call of these shapes only: others plan on the general path
         if fast is not None:
+            if self._fast_version != self.program.sources_version:
+                self._fast.clear()
+                self._fast_version = self.program.sources_version
             self._fast[tuple(given)] = (fast, lowered)
 
     def _input_specs(self) -> dict[str, Any]:

@@ -66,6 +66,9 @@ class RunTrace:
     compile_seconds: float = 0.0
     """Time the call spent before running: lowering its dtype signature and building (or loading) the kernel;
     0 when both were cached by an earlier call."""
+    contractions: list[dict[str, Any]] = field(default_factory=list)
+    """Contraction orders chosen for the call's shapes and the BLAS calls made (loop-level backends;
+    :func:`fuse_mlir.passes.transforms.contract_order.explain_contractions`)."""
 
     def group(self, name: str) -> GroupTrace:
         """The record of group ``name`` (KeyError if the run had none)."""
@@ -84,6 +87,7 @@ class RunTrace:
             "bytes": sum(g.bytes for g in self.groups),
             "groups": [asdict(g) for g in self.groups],
             "notes": list(self.notes),
+            "contractions": list(self.contractions),
         }
 
     def text(self) -> str:
@@ -99,6 +103,10 @@ class RunTrace:
                 f"{g.name:<16} {g.iterations:>5} {_secs(g.seconds):>10} {g.kernels:>7} {_num(g.flops):>9} "
                 f"{_num(g.bytes):>9}  {extra}".rstrip()
             )
+        if self.contractions:
+            from fuse_mlir.passes.transforms.contract_plan import contraction_text
+
+            lines += [f"contraction: {contraction_text(c)}" for c in self.contractions]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -265,12 +273,13 @@ class LastRun:
     group_extra: dict[str, dict[str, Any]] | None = None
     notes: list[str] | None = None
     compile_seconds: float = 0.0
+    contractions: Any = None  # () -> list of rows: the call's contraction orders and BLAS calls, built when asked
 
     def trace(self) -> RunTrace:
         shapes = self.shapes
         if shapes is None:
             shapes = infer_shapes(self.module, self.input_shapes, self.sources)
-        return build_trace(
+        trace = build_trace(
             self.module,
             shapes,
             backend=self.backend,
@@ -282,6 +291,9 @@ class LastRun:
             notes=self.notes,
             compile_seconds=self.compile_seconds,
         )
+        if self.contractions is not None:
+            trace.contractions = self.contractions()
+        return trace
 
 
 def run_profiled(

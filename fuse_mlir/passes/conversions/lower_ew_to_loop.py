@@ -60,6 +60,7 @@ from fuse_mlir.dialects.abi import ArgEntry, ErrorEntry, HostCallEntry, LoopAbi,
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
 from fuse_mlir.dialects.locations import loc_text
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.passes.transforms.gemm import gemm_plan
 
 I1 = IntegerType(1)
 I8 = IntegerType(8)
@@ -87,84 +88,24 @@ def memref_of(t: Attribute) -> MemRefType:
 
 
 # --------------------------------------------------------------------------
-# Contractions that are matrix products
+# Loop orders
 # --------------------------------------------------------------------------
-
-
-class GemmPlan:
-    """How an ``ew.contract`` maps onto ``loop.gemm``: dim groups and flags (``swap``: rhs is BLAS's A)."""
-
-    def __init__(
-        self,
-        swap: bool,
-        batch: list[int],
-        m: list[int],
-        n: list[int],
-        k: list[int],
-        trans_a: bool,
-        trans_b: bool,
-        broadcast_a: bool,
-        broadcast_b: bool,
-    ):
-        self.swap = swap
-        self.batch, self.m, self.n, self.k = batch, m, n, k
-        self.trans_a, self.trans_b = trans_a, trans_b
-        self.broadcast_a, self.broadcast_b = broadcast_a, broadcast_b
-
-
-def gemm_plan(ma: Sequence[int], mb: Sequence[int], out: Sequence[int]) -> GemmPlan | None:
-    """Match ``out[...] = sum lhs[ma] * rhs[mb]`` to ``C[b] = op(A[b]) @ op(B[b])`` over row-major buffers.
-
-    Each of M, N, K (and the batch) may be several dims when they are adjacent
-    and in the same order in every buffer they occur in (``A[i,j,k] B[j,k,l]``
-    is one GEMM with k = j·k). The batch dims lead both operands and the
-    result in the same order, or are absent from one operand (broadcast).
-    Operands may swap roles (``C = B·A`` when the result lists rhs dims first).
-    """
-    if len(set(ma)) != len(ma) or len(set(mb)) != len(mb) or len(set(out)) != len(out):
-        return None
-    for swap in (False, True):
-        am, bm = (list(mb), list(ma)) if swap else (list(ma), list(mb))
-        for nb in range(len(out) + 1):
-            batch = list(out[:nb])
-            a_has, a_none = am[:nb] == batch, not set(batch) & set(am)
-            b_has, b_none = bm[:nb] == batch, not set(batch) & set(bm)
-            if not (a_has or a_none) or not (b_has or b_none) or (nb and a_none and b_none):
-                continue
-            a_rest = am[nb:] if nb and a_has else am
-            b_rest = bm[nb:] if nb and b_has else bm
-            k = [d for d in a_rest if d in b_rest]
-            m = [d for d in a_rest if d not in b_rest]
-            n = [d for d in b_rest if d not in a_rest]
-            if list(out[nb:]) != m + n:
-                continue
-            if a_rest == m + k:
-                ta = False
-            elif a_rest == k + m:
-                ta = True
-            else:
-                continue
-            if b_rest == k + n:
-                tb = False
-            elif b_rest == n + k:
-                tb = True
-            else:
-                continue
-            return GemmPlan(swap, batch, m, n, k, ta, tb, bool(nb) and a_none, bool(nb) and b_none)
-    return None
 
 
 def outer_reduction_order(maps: Sequence[Sequence[int]], res_dims: Sequence[int], red_dims: Sequence[int]) -> bool:
     """Whether to run the reduction loops outside the result's contiguous dim (see :meth:`EwToLoop.nest`).
 
-    True when there is a reduction and a parallel dim, no mapped input is
-    contiguous along a reduction dim, and some input is contiguous along the
-    result's last dim: the column-sum shape, where the register-accumulator
-    order would read every input with a stride in its innermost loop.
+    True when there is a reduction and a parallel dim, no mapped input of
+    the highest rank is contiguous along a reduction dim, and one is
+    contiguous along the result's last dim: the column-sum shape, where the
+    register-accumulator order would read the big inputs with a stride in its
+    innermost loop (a vector beside the matrix, as in ``W[i,j] x[i]``, does not
+    decide the order: it is read once either way).
     """
     if not red_dims or not res_dims:
         return False
-    lasts = [m[-1] for m in maps if len(m)]
+    top = max((len(m) for m in maps), default=0)
+    lasts = [m[-1] for m in maps if len(m) == top and top]
     if any(d in red_dims for d in lasts):
         return False
     return res_dims[-1] in lasts

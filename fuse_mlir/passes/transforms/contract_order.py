@@ -3,35 +3,48 @@
 A sum-projected ``te.contract`` of n ≥ 3 operands (``A[i,j] B[j,k] C[k,l]``)
 is one n-way loop nest if left alone: O(∏ extents) work. Contracting pairs
 in a good order is O(sum of pairwise costs) and each pair can go to BLAS.
-The order comes from opt_einsum's path search (``optimal`` for up to
-``max-optimal`` operands, else ``greedy``) on the extents known at compile
-time; extents known only at run time count as ``assumed-extent``. Each
-intermediate keeps exactly the indices still needed later (by another
-operand or the result). Only ``sum`` splits: max/min/mean of a product do not
-distribute over the factors.
+An op carrying a ``path`` attribute follows it: the order the runtime chose
+for the call's real extents (:mod:`fuse_mlir.passes.transforms.contract_plan`, which
+plans per shape). Otherwise the order is the cheapest by the same FLOPs +
+bytes cost model (exhaustive up to ``max-optimal`` operands, else greedy) on
+the extents known at compile time, where extents known only at run time
+count as ``assumed-extent``. Each intermediate keeps exactly the indices
+still needed later (by another operand or the result). Only ``sum`` splits:
+max/min/mean of a product do not distribute over the factors.
 """
 
 from __future__ import annotations
 
-import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-import opt_einsum
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.interp.dtypes import contract_dtype
+from fuse_mlir.interp.dtypes import accumulate_dtype, contract_dtype
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.passes.transforms.contract_plan import Plan, optimal_path, path_of
+from fuse_mlir.passes.transforms.gemm import gemm_layout
 
 
 @register_pass
 @dataclass(frozen=True)
 class ContractOrder(ModulePass):
-    """Split n-way sum contractions (n ≥ 3) into pairwise ones in the order opt_einsum finds cheapest."""
+    """Split n-way sum contractions (n ≥ 3) into pairwise ones in the cheapest order (or the planned ``path``).
+
+    First, a float factor is summed over the indices only it has (and the
+    result lacks), so no product builds what the sum throws away. The order
+    is the one the runtime planned for the call's shapes when the op carries
+    a ``path``, else the cheapest by FLOPs + bytes on the static extents
+    (unknown ones count as ``assumed-extent``; exhaustive up to
+    ``max-optimal`` factors, greedy beyond). Intermediates take the axis
+    order a GEMM writes without copies.
+    """
 
     name = "contract-order"
     level: ClassVar[str] = "tensor_eq"
@@ -41,39 +54,35 @@ class ContractOrder(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for inner in list(op.walk()):
-            if isinstance(inner, te.ContractOp) and inner.projection.data == "sum" and len(inner.inputs) >= 3:
-                self.split(inner)
+            if isinstance(inner, te.ContractOp) and inner.projection.data == "sum" and len(inner.inputs) >= 2:
+                presum(inner)
+                if len(inner.inputs) >= 3:
+                    self.split(inner)
 
     def split(self, op: te.ContractOp) -> None:
         names = te.names_of_each(op.operand_indices)
         out = te.names_of(op.indices)
         if any(len(set(ns)) != len(ns) for ns in names):
             return  # repeated names (diagonals) stay whole
-        every = list(dict.fromkeys(n for ns in names for n in ns))
-        if len(every) > len(string.ascii_letters):
-            return
-        letter = {n: string.ascii_letters[k] for k, n in enumerate(every)}
         extents: dict[str, int] = {}
         for v, ns in zip(op.inputs, names):
             for n, s in zip(ns, v.type.get_shape()):  # type: ignore[attr-defined]
                 if s >= 0:
                     extents.setdefault(n, s)
-        shapes = [tuple(extents.get(n, self.assumed_extent) for n in ns) for ns in names]
-        spec = ",".join("".join(letter[n] for n in ns) for ns in names) + "->" + "".join(letter[n] for n in out)
-        strategy = "optimal" if len(names) <= self.max_optimal else "greedy"
-        path, _ = opt_einsum.contract_path(spec, *shapes, shapes=True, optimize=strategy)
+        path = path_of(op)
+        if path is None or not _fits(path, len(names)):
+            assumed = {n: extents.get(n, self.assumed_extent) for ns in names for n in ns}
+            itemsize = te.dtype_of(op.result).itemsize
+            path, _ = optimal_path(names, out, assumed, itemsize, self.max_optimal)
+        orders = step_orders(names, out, path, extents)
         operands: list[tuple[SSAValue, tuple[str, ...]]] = list(zip(op.inputs, names))
         block = op.parent_block()
         assert block is not None
-        for step in path:
+        for step, keep in zip(path, orders):
             picked = [operands[k] for k in step]
             for k in sorted(step, reverse=True):
                 operands.pop(k)
-            later = {n for _, ns in operands for n in ns} | set(out)
-            keep = [n for n in dict.fromkeys(n for _, ns in picked for n in ns) if n in later]
-            if len(operands) == 0:
-                keep = list(out)
-            dtype = contract_dtype([te.dtype_of(v) for v, _ in picked], "sum")
+            dtype = accumulate_dtype(contract_dtype([te.dtype_of(v) for v, _ in picked], "sum"))  # f16: f32 between
             shape = [extents.get(n, te.DYNAMIC) for n in keep]
             new = te.ContractOp(
                 [v for v, _ in picked], [ns for _, ns in picked], keep, "sum", te.tensor_type(dtype, shape)
@@ -90,3 +99,118 @@ class ContractOrder(ModulePass):
         op.result.replace_all_uses_with(final)
         op.detach()
         op.erase()
+
+
+def step_orders(
+    names: Sequence[Sequence[str]], out: Sequence[str], path: Sequence[tuple[int, int]], extents: dict[str, int]
+) -> list[tuple[str, ...]]:
+    """The axis order of each step's result: the last one is ``out``; every intermediate gets, top-down, the order
+    its consumer's GEMM reads without a copy (:func:`~fuse_mlir.passes.transforms.gemm.gemm_layout` with free operands), so
+    the factor order written does not decide which copies are made."""
+    live: list[tuple[str, int]] = [("leaf", k) for k in range(len(names))]
+    children: list[list[tuple[str, int]]] = []
+    natural: list[tuple[str, ...]] = []
+    for step in path:
+        picked = [live[k] for k in step]
+        for k in sorted(step, reverse=True):
+            live.pop(k)
+        later = {n for kind, i in live for n in (names[i] if kind == "leaf" else natural[i])} | set(out)
+        inside = [n for kind, i in picked for n in (names[i] if kind == "leaf" else natural[i])]
+        natural.append(tuple(n for n in dict.fromkeys(inside) if n in later) if live else tuple(out))
+        children.append(picked)
+        live.append(("step", len(children) - 1))
+    orders = list(natural)
+    for t in range(len(children) - 1, -1, -1):
+        kids = children[t]
+        if len(kids) != 2:
+            continue
+        own = [names[i] if kind == "leaf" else orders[i] for kind, i in kids]
+        free = (kids[0][0] == "step", kids[1][0] == "step")
+        layout = gemm_layout(own[0], own[1], orders[t], extents, free)
+        if layout is not None:
+            for (kind, i), want in zip(kids, (layout.a, layout.b)):
+                if kind == "step":
+                    orders[i] = want
+    return orders
+
+
+def presum(op: te.ContractOp) -> None:
+    """Sum each float operand over its indices that no other operand and not the result has, before the product.
+
+    ``s = A[i,k] B[k,j]`` then costs O(ik + kj) instead of O(ijk), and the
+    product never builds what the sum would throw away. Integer and boolean
+    contractions (joins) are left as they are.
+    """
+    names = te.names_of_each(op.operand_indices)
+    out = set(te.names_of(op.indices))
+    if te.dtype_of(op.result).kind != "f" or any(len(set(ns)) != len(ns) for ns in names):
+        return
+    block = op.parent_block()
+    assert block is not None
+    inputs, new_names = list(op.inputs), list(names)
+    for k, (v, ns) in enumerate(zip(op.inputs, names)):
+        others = out.union(*(set(o) for j, o in enumerate(names) if j != k))
+        keep = [n for n in ns if n in others]
+        if len(keep) == len(ns) or te.dtype_of(v).kind != "f":
+            continue
+        shape = [s for n, s in zip(ns, v.type.get_shape()) if n in others]  # type: ignore[attr-defined]
+        dtype = contract_dtype([te.dtype_of(v)], "sum")
+        pre = te.ContractOp([v], [ns], keep, "sum", te.tensor_type(dtype, shape))
+        block.insert_op_before(pre, op)
+        inputs[k], new_names[k] = pre.result, tuple(keep)
+    if inputs != list(op.inputs):
+        op.operands = inputs
+        op.attributes["operand_indices"] = te.str_array_array(new_names)
+
+
+def _fits(path: tuple[tuple[int, int], ...], n: int) -> bool:
+    """Whether ``path`` is a valid order for ``n`` operands (a planned attribute could be edited by hand)."""
+    live = n
+    for i, j in path:
+        if not 0 <= i < j < live:
+            return False
+        live -= 1
+    return live == 1
+
+
+def explain_contractions(
+    module: ModuleOp, input_shapes: Mapping[str, tuple[int, ...]], sources: Mapping[str, np.ndarray], plan: Plan | None
+) -> list[dict[str, Any]]:
+    """What a loop-level backend did with the contractions of one call, for ``runner.explain()``.
+
+    One ``order`` row per n-way product (its factors, extents and the pairs
+    contracted in turn), then one row per pairwise float product: the BLAS
+    call it became (routine, batch, m, n, k, transpose flags, copies made
+    first) or ``loop`` when it stays a fused loop nest. Built on demand from
+    the module the call ran (split as ``contract-order`` splits it) and the
+    call's input shapes.
+    """
+    from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
+    from fuse_mlir.passes.transforms.gemm import blas_product, describe_gemm
+
+    rows: list[dict[str, Any]] = []
+    for site in plan.sites if plan is not None else []:
+        rows.append({"kind": "order", **site})
+    split = module.clone()
+    ContractOrder().apply(None, split)  # type: ignore[arg-type]
+    shapes = infer_shapes(split, input_shapes, sources)
+    for op in split.body.block.ops:
+        if not (isinstance(op, te.ContractOp) and op.projection.data == "sum" and len(op.inputs) == 2):
+            continue
+        names = te.names_of_each(op.operand_indices)
+        out = te.names_of(op.indices)
+        dtype = te.dtype_of(op.result)
+        static = {n: e for v, ns in zip(op.inputs, names) for n, e in zip(ns, v.type.get_shape()) if e >= 0}  # type: ignore[attr-defined]
+        try:
+            ext = op_index_extents(op, shapes)
+        except (KeyError, TypeError):
+            continue
+        row: dict[str, Any] = {"kind": "pair", "factors": [list(ns) for ns in names], "result": list(out)}
+        call = None
+        if blas_product(names, out, [te.dtype_of(v) for v in op.inputs], dtype, static) and all(
+            n in ext for ns in names for n in ns
+        ):
+            call = describe_gemm(names[0], names[1], out, ext, "d" if dtype.itemsize == 8 else "s")
+        row.update(call if call is not None else {"call": "loop"})
+        rows.append(row)
+    return rows

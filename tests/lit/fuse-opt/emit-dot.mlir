@@ -52,8 +52,11 @@ builtin.module {
 
 // KERNELS: digraph "module" {
 // KERNELS: [label="loop.arg \"X\"", shape=ellipse];
-// KERNELS: [label="kernel 2: loop.gemm", style=filled
-// KERNELS: [label="kernel 3: loop.for (depth 2)\naddf, maximumf", style=filled
+// The first layer (6x5 by 5x4, static: 240 FLOPs) is a loop nest, too small for BLAS; the second one's input is
+// a computed (dynamic-extent) tensor, so it goes to BLAS.
+// KERNELS: [label="kernel 1: loop.for (depth 3)\naddf, mulf", style=filled
+// KERNELS: [label="kernel 2: loop.for (depth 2)\naddf, maximumf", style=filled
+// KERNELS: [label="kernel 4: loop.gemm", style=filled
 // KERNELS: [color="#aa3377", label="writes"];
 // KERNELS-NOT: arith.constant
 // KERNELS-NOT: math.fma

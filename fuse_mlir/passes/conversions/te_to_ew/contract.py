@@ -14,8 +14,10 @@ from xdsl.ir import SSAValue
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.interp.dtypes import accumulate_dtype
 from fuse_mlir.passes.conversions.te_to_ew.lowering import In, TeLowering, TeOpPattern
 from fuse_mlir.passes.scalar import Body
+from fuse_mlir.passes.transforms.gemm import blas_product, gemm_layout
 
 
 def contract(lo: TeLowering, ins: Sequence[In], out: Sequence[str], proj: str, dtype: np.dtype) -> SSAValue:
@@ -23,31 +25,12 @@ def contract(lo: TeLowering, ins: Sequence[In], out: Sequence[str], proj: str, d
     out = list(out)
     ext = lo.name_extents(ins)
     red = [n for n in ext if n not in out]
-    if (
-        proj == "sum"
-        and len(ins) == 2
-        and dtype.kind == "f"
-        and all(i.dtype == dtype for i in ins)
-        and red
-        and all(len(set(i.names)) == len(i.names) for i in ins)
-        # A matrix product: each side keeps an index the other lacks. Dots and matrix-vector
-        # products are memory-bound and better as generics that fusion can feed.
-        and any(n in out and n not in ins[1].names for n in ins[0].names)
-        and any(n in out and n not in ins[0].names for n in ins[1].names)
-    ):
-        dims = out + red
-        c = lo.emit(
-            ew.ContractOp(
-                ins[0].value,
-                ins[1].value,
-                [ext[n] for n in dims],
-                [[dims.index(n) for n in i.names] for i in ins],
-                list(range(len(out))),
-                te.tensor_type(dtype, [te.DYNAMIC] * len(out)),
-            )
-        )
-        lo.extents[c.results[0]] = [ext[n] for n in out]
-        return c.results[0]
+    work = accumulate_dtype(dtype) if proj in ("sum", "mean") else dtype
+    if work != dtype:  # float16: accumulate in float32, round once (as the reference does)
+        res = contract(lo, ins, out, proj, work)
+        return lo.elementwise([In(res, tuple(out))], out, dtype, lambda b, a: b.cast(a[0], work, dtype))
+    if proj == "sum" and blas_product([i.names for i in ins], out, [i.dtype for i in ins], dtype, _static(ins)):
+        return matmul(lo, ins, out, ext, dtype)
 
     def product(b: Body, a: list[SSAValue]) -> SSAValue:
         vals = [b.cast(x, i.dtype, dtype) for x, i in zip(a, ins)]
@@ -62,6 +45,41 @@ def contract(lo: TeLowering, ins: Sequence[In], out: Sequence[str], proj: str, d
         total = lo.generic(ins, [], out, red, "sum", ext, dtype, lambda b, a, t, i: product(b, a))
         return lo.divide_by_count(total, out, [ext[n] for n in red], dtype, ext)
     return lo.generic(ins, [], out, red, proj, ext, dtype, lambda b, a, t, i: product(b, a))
+
+
+def _static(ins: Sequence[In]) -> dict[str, int]:
+    """The extents of ``ins``' index names known at compile time."""
+    return {n: e for i in ins for n, e in zip(i.names, i.value.type.get_shape()) if e >= 0}  # type: ignore[attr-defined]
+
+
+def matmul(lo: TeLowering, ins: Sequence[In], out: list[str], ext: dict[str, SSAValue], dtype: np.dtype) -> SSAValue:
+    """A float matrix product as ``ew.contract`` (BLAS), with operands or result copied first where the layouts
+    do not fit one GEMM (:func:`~fuse_mlir.passes.transforms.gemm.gemm_layout`)."""
+    layout = gemm_layout(ins[0].names, ins[1].names, out, _static(ins))
+    ops = list(ins)
+    if layout is not None:
+        ops = [x if x.names == want else permuted(lo, x, want) for x, want in zip(ins, (layout.a, layout.b))]
+    c_names = list(layout.c) if layout is not None else out
+    dims = c_names + [n for n in ext if n not in out]
+    c = lo.emit(
+        ew.ContractOp(
+            ops[0].value,
+            ops[1].value,
+            [ext[n] for n in dims],
+            [[dims.index(n) for n in i.names] for i in ops],
+            list(range(len(out))),
+            te.tensor_type(dtype, [te.DYNAMIC] * len(out)),
+        )
+    )
+    lo.extents[c.results[0]] = [ext[n] for n in c_names]
+    if c_names == out:
+        return c.results[0]
+    return permuted(lo, In(c.results[0], tuple(c_names)), tuple(out)).value
+
+
+def permuted(lo: TeLowering, x: In, names: tuple[str, ...]) -> In:
+    """A copy of ``x`` with its axes in the order ``names``."""
+    return In(lo.elementwise([x], names, x.dtype, lambda b, a: a[0]), names)
 
 
 class LowerContract(TeOpPattern):

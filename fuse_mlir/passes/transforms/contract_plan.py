@@ -1,0 +1,324 @@
+"""Contraction orders chosen on the real extents: a FLOPs + bytes cost model, and per-shape plans at run time.
+
+A product of three or more factors is evaluated as a tree of pairwise
+contractions; which tree is cheap depends on the extents (``X[i,j] Y[j,k]
+Z[k,l]`` with i = 10 wants ``(X Y) Z``; with l = 10, ``X (Y Z)``). Extents
+stay symbolic in the IR, so the order is chosen when a call's shapes are
+known: :class:`ShapePlans` infers every n-way contraction's index extents
+from the input shapes, finds the cheapest order (:func:`optimal_path`),
+writes it on the op as a ``path`` attribute of a copy of the module (which
+``contract-order`` then follows), and caches that copy by the tuple of input
+shapes, as ``jax.jit`` caches per shape. Shapes that lead to the same orders
+share one copy (and so one compiled kernel); a repeated shape costs one
+dict lookup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
+from xdsl.ir import Operation
+
+from fuse_mlir.dialects import tensor_eq as te
+
+if TYPE_CHECKING:
+    from fuse_mlir.lowered import Lowered
+
+BYTE_COST = 4.0
+"""FLOPs one byte moved is worth in the cost model: roughly a core's FMA rate over its share of memory bandwidth."""
+
+MAX_OPTIMAL = 8
+"""Most factors searched exhaustively (3^n subset pairs); larger products are ordered greedily."""
+
+PATH_ATTR = "path"
+"""The ``te.contract`` attribute holding a chosen order: opt_einsum-style position pairs (see ``contract-order``)."""
+
+Path = tuple[tuple[int, int], ...]
+
+
+def pair_cost(a: frozenset[str], b: frozenset[str], keep: frozenset[str], ext: Mapping[str, int], item: int) -> float:
+    """Cost of one pairwise contraction: 2 FLOPs per point of the joint index space plus the bytes read and written."""
+
+    def size(names: frozenset[str]) -> int:
+        return math.prod(ext[n] for n in names)
+
+    return 2.0 * size(a | b) + BYTE_COST * item * (size(a) + size(b) + size(keep))
+
+
+def optimal_path(
+    names_each: Sequence[Sequence[str]],
+    out: Sequence[str],
+    ext: Mapping[str, int],
+    itemsize: int = 8,
+    max_optimal: int = MAX_OPTIMAL,
+) -> tuple[Path, float]:
+    """The cheapest pairwise order of a sum contraction (position pairs, as opt_einsum's paths) and its cost.
+
+    Exhaustive over subsets (dynamic programming) up to ``max_optimal``
+    factors, else greedy (the cheapest pair first). Each intermediate keeps
+    exactly the indices still needed by another factor or the result.
+    """
+    n = len(names_each)
+    outset = frozenset(out)
+    # An index on one factor only, and not in the result, is summed within that factor first (contract-order).
+    sets = [
+        frozenset(x for x in ns if x in outset or any(x in o for j, o in enumerate(names_each) if j != k))
+        for k, ns in enumerate(names_each)
+    ]
+    full = (1 << n) - 1
+    if n > max_optimal:
+        return _greedy(sets, outset, ext, itemsize)
+    keep: dict[int, frozenset[str]] = {}
+
+    def kept(mask: int) -> frozenset[str]:
+        hit = keep.get(mask)
+        if hit is None:
+            inside: set[str] = set()
+            outside: set[str] = set(outset)
+            for k in range(n):
+                (inside if mask >> k & 1 else outside).update(sets[k])
+            hit = keep[mask] = frozenset(inside & outside) if mask != full else outset
+        return hit
+
+    best: dict[int, tuple[float, int]] = {1 << k: (0.0, 0) for k in range(n)}
+    for mask in range(1, full + 1):
+        if mask & (mask - 1) == 0:
+            continue
+        low = mask & -mask
+        here = kept(mask)
+        choice: tuple[float, int] | None = None
+        sub = (mask - 1) & mask
+        while sub:
+            if sub & low:  # each split once: the part holding the lowest factor
+                rest = mask ^ sub
+                c = best[sub][0] + best[rest][0] + pair_cost(kept(sub), kept(rest), here, ext, itemsize)
+                if choice is None or c < choice[0]:
+                    choice = (c, sub)
+            sub = (sub - 1) & mask
+        assert choice is not None
+        best[mask] = choice
+    steps: list[tuple[int, int]] = []
+
+    def emit(mask: int) -> None:
+        if mask & (mask - 1) == 0:
+            return
+        sub = best[mask][1]
+        emit(sub)
+        emit(mask ^ sub)
+        steps.append((sub, mask ^ sub))
+
+    emit(full)
+    return _positions(n, steps), best[full][0]
+
+
+def _greedy(
+    sets: list[frozenset[str]], outset: frozenset[str], ext: Mapping[str, int], itemsize: int
+) -> tuple[Path, float]:
+    """Contract the cheapest pair (by the cost model) until one factor is left; O(n³) pair evaluations."""
+    live: list[tuple[int, frozenset[str]]] = [(1 << k, s) for k, s in enumerate(sets)]
+    steps: list[tuple[int, int]] = []
+    total = 0.0
+    while len(live) > 1:
+        pick: tuple[float, int, int, frozenset[str]] | None = None
+        for x in range(len(live)):
+            for y in range(x + 1, len(live)):
+                others = set(outset)
+                for z, (_, s) in enumerate(live):
+                    if z not in (x, y):
+                        others |= s
+                keep = (live[x][1] | live[y][1]) & frozenset(others) if len(live) > 2 else outset
+                c = pair_cost(live[x][1], live[y][1], keep, ext, itemsize)
+                if pick is None or c < pick[0]:
+                    pick = (c, x, y, keep)
+        assert pick is not None
+        c, x, y, keep = pick
+        total += c
+        steps.append((live[x][0], live[y][0]))
+        merged = (live[x][0] | live[y][0], keep)
+        live = [e for z, e in enumerate(live) if z not in (x, y)] + [merged]
+    return _positions(len(sets), steps), total
+
+
+def _positions(n: int, steps: Sequence[tuple[int, int]]) -> Path:
+    """Subset-pair steps as opt_einsum-style position pairs into the shrinking operand list (new ones appended)."""
+    live = [1 << k for k in range(n)]
+    path: list[tuple[int, int]] = []
+    for a, b in steps:
+        i, j = sorted((live.index(a), live.index(b)))
+        path.append((i, j))
+        live.pop(j)
+        live.pop(i)
+        live.append(a | b)
+    return tuple(path)
+
+
+def path_attr(path: Path) -> ArrayAttr:
+    """A path as an attribute: an array of integer pairs."""
+    return ArrayAttr([ArrayAttr([IntegerAttr(i, i64), IntegerAttr(j, i64)]) for i, j in path])
+
+
+def path_of(op: Operation) -> Path | None:
+    """The order written on a ``te.contract`` by a plan, or None."""
+    attr = op.attributes.get(PATH_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return None
+    return tuple((int(p.data[0].value.data), int(p.data[1].value.data)) for p in attr.data)  # type: ignore[attr-defined]
+
+
+def is_nway(op: Operation) -> bool:
+    """A sum contraction of three or more factors without repeated names: what ``contract-order`` splits."""
+    return (
+        isinstance(op, te.ContractOp)
+        and op.projection.data == "sum"
+        and len(op.inputs) >= 3
+        and all(len(set(ns)) == len(ns) for ns in te.names_of_each(op.operand_indices))
+    )
+
+
+@dataclass
+class Plan:
+    """The orders chosen for one shape: per n-way contraction its factors, the path and its cost."""
+
+    shapes: tuple[tuple[int, ...], ...]
+    sites: list[dict[str, Any]]
+
+
+@dataclass
+class ShapePlans:
+    """Per-shape contraction orders for one lowered module (see the module docstring).
+
+    ``lowered_for(arrays)`` is the module copy whose n-way contractions carry
+    the orders chosen for these arrays' shapes; ``plans`` counts the shapes
+    planned (a repeated shape plans nothing), ``by_path`` holds one module
+    copy (so one compiled kernel) per distinct choice of orders.
+    """
+
+    lowered: Lowered
+    sites: list[int] = field(default_factory=list)  # positions of n-way contractions among the module's top-level ops
+    by_shape: dict[tuple, tuple[Lowered, Plan]] = field(default_factory=dict)
+    by_path: dict[tuple, Lowered] = field(default_factory=dict)
+    plans: int = 0
+    on_variant: Callable[[Lowered], None] | None = None  # told of each new planned copy (the runner maps it back)
+    fast: dict[tuple, Callable[..., Any]] = field(default_factory=dict)  # shapes -> a backend's direct call
+
+    def __post_init__(self) -> None:
+        self.names = [s.name for s in self.lowered.inputs]
+        self.sites = [k for k, op in enumerate(self.lowered.module.body.block.ops) if is_nway(op)]
+        self._dispatch: Callable[..., Any] | None = None
+
+    @staticmethod
+    def needed(lowered: Lowered) -> bool:
+        """Whether ``lowered`` has an n-way contraction whose order can depend on the run's shapes."""
+        return any(is_nway(op) for op in lowered.module.body.block.ops)
+
+    def key(self, arrays: Mapping[str, Any]) -> tuple:
+        """The cache key of a call: its input shapes in the module's input order."""
+        return tuple(np.shape(arrays[n]) for n in self.names)
+
+    def lowered_for(self, arrays: Mapping[str, Any]) -> Lowered:
+        """The planned module for these arrays (one dict lookup when the shapes were seen before)."""
+        key = tuple(arrays[n].shape for n in self.names)
+        hit = self.by_shape.get(key)
+        if hit is None:
+            hit = self.by_shape[key] = self._plan(key)
+        return hit[0]
+
+    def plan_for(self, shapes: Mapping[str, tuple[int, ...]]) -> Plan | None:
+        """The plan a call with these input shapes (by name) ran with (None when none was made)."""
+        hit = self.by_shape.get(tuple(tuple(shapes[n]) for n in self.names))
+        return None if hit is None else hit[1]
+
+    def direct(self, arrays: Mapping[str, Any], call: Callable[..., Any]) -> Callable[..., Any]:
+        """A direct call that runs ``call`` (bound to the planned module of ``arrays``' shapes) for those shapes,
+        the direct call of earlier shapes for theirs, and returns None for a shape not seen (the caller plans it).
+        The choice costs one tuple of shapes and one dict lookup."""
+        self.fast[self.key(arrays)] = call
+        if self._dispatch is None:
+            table, names = self.fast, self.names
+
+            def dispatch(inputs: Mapping[str, Any], out: Any) -> Any:
+                try:
+                    f = table.get(tuple([inputs[n].shape for n in names]))
+                except AttributeError:  # not an array: the general path converts it
+                    return None
+                return None if f is None else f(inputs, out)
+
+            self._dispatch = dispatch
+        return self._dispatch
+
+    def _plan(self, key: tuple) -> tuple[Lowered, Plan]:
+        from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
+
+        self.plans += 1
+        module = self.lowered.module
+        shapes = infer_shapes(module, dict(zip(self.names, key)), self.lowered.sources)
+        ops = list(module.body.block.ops)
+        paths: list[Path | None] = []
+        sites: list[dict[str, Any]] = []
+        for k in self.sites:
+            op = ops[k]
+            assert isinstance(op, te.ContractOp)
+            names = te.names_of_each(op.operand_indices)
+            try:
+                ext = op_index_extents(op, shapes)
+                missing = [n for ns in names for n in ns if n not in ext]
+            except (KeyError, TypeError):
+                ext, missing = {}, ["?"]
+            if missing:
+                paths.append(None)  # an extent the shapes do not give: the compile-time order stays
+                continue
+            out = te.names_of(op.indices)
+            itemsize = te.dtype_of(op.result).itemsize
+            path, cost = optimal_path(names, out, ext, itemsize)
+            paths.append(path)
+            sites.append(
+                {
+                    "factors": [list(ns) for ns in names],
+                    "result": list(out),
+                    "extents": {n: int(ext[n]) for n in dict.fromkeys(n for ns in names for n in ns)},
+                    "path": [list(p) for p in path],
+                    "cost": cost,
+                }
+            )
+        pkey = tuple(paths)
+        variant = self.by_path.get(pkey)
+        if variant is None:
+            copy = module.clone()
+            copy_ops = list(copy.body.block.ops)
+            for k, chosen in zip(self.sites, paths):
+                if chosen is not None:
+                    copy_ops[k].attributes[PATH_ATTR] = path_attr(chosen)
+            variant = self.by_path[pkey] = self.lowered.with_module(copy)
+            if self.on_variant is not None:
+                self.on_variant(variant)
+        return variant, Plan(key, sites)
+
+
+def contraction_text(row: Mapping[str, Any]) -> str:
+    """One row of :func:`explain_contractions` as a line of ``runner.explain()``'s text."""
+
+    def ref(ns: Sequence[str]) -> str:
+        return "[" + ",".join(ns) + "]"
+
+    if row["kind"] == "order":
+        live = [ref(ns) for ns in row["factors"]]
+        steps = []
+        for i, j in row["path"]:
+            pair = f"({live[i]} {live[j]})"
+            live.pop(j)
+            live.pop(i)
+            live.append(pair)
+            steps.append(pair)
+        ext = " ".join(f"{n}={e}" for n, e in row["extents"].items())
+        return f"order {' '.join(ref(ns) for ns in row['factors'])} -> {ref(row['result'])}: {live[0]} ({ext})"
+    head = f"{' '.join(ref(ns) for ns in row['factors'])} -> {ref(row['result'])}: {row['call']}"
+    if row["call"] == "loop":
+        return head + " (fused loop nest)"
+    flags = "".join(f" {k}" for k in ("trans_a", "trans_b") if row[k])
+    copies = f", copies {','.join(row['copies'])} first" if row["copies"] else ""
+    return f"{head} batch={row['batch']} m={row['m']} n={row['n']} k={row['k']}{flags}{copies}"

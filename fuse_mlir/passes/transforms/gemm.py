@@ -1,0 +1,214 @@
+"""Pairwise contractions as BLAS calls: batch × M × N × K groups, transpose flags, and the copies that pay.
+
+``out[...] = sum lhs[...] * rhs[...]`` is a (batched) GEMM when each of
+the batch, M, N and K index groups is adjacent and in one order in every
+buffer holding it (:func:`gemm_plan`, on positions). Which operand is BLAS's
+A, and whether a buffer is read transposed, are flags: ``W[h,i] X[b,i]``
+written either way round and with any result order is one GEMM, no copy.
+When the layouts do not fit (a batch index in the middle of an operand, a
+result order that interleaves M and N), :func:`gemm_layout` picks the
+cheapest set of operands (or the result) to copy into a layout that does:
+an O(size) permutation beside an O(M·N·K) product. Products of a few
+hundred FLOPs stay in fused loops (:data:`SMALL_FLOPS`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+SMALL_FLOPS = 1024
+"""A product with fewer FLOPs (all extents known at compile time) stays a loop nest: a BLAS call costs more."""
+
+ASSUMED_EXTENT = 64
+"""Extent assumed for an index known only at run time when weighing copies (as ``contract-order`` does)."""
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """How a contraction maps onto ``loop.gemm``: dim groups and flags (``swap``: rhs is BLAS's A)."""
+
+    swap: bool
+    batch: list[int]
+    m: list[int]
+    n: list[int]
+    k: list[int]
+    trans_a: bool
+    trans_b: bool
+    broadcast_a: bool
+    broadcast_b: bool
+
+
+def gemm_plan(ma: Sequence[int], mb: Sequence[int], out: Sequence[int]) -> GemmPlan | None:
+    """Match ``out[...] = sum lhs[ma] * rhs[mb]`` to ``C[b] = op(A[b]) @ op(B[b])`` over row-major buffers.
+
+    Each of M, N, K (and the batch) may be several dims when they are adjacent
+    and in the same order in every buffer they occur in (``A[i,j,k] B[j,k,l]``
+    is one GEMM with k = j·k). The batch dims lead both operands and the
+    result in the same order, or are absent from one operand (broadcast).
+    Operands may swap roles (``C = B·A`` when the result lists rhs dims first).
+    Fewer batch dims win: a plain GEMM before a batch of matrix-vector products.
+    """
+    if len(set(ma)) != len(ma) or len(set(mb)) != len(mb) or len(set(out)) != len(out):
+        return None
+    for nb in range(len(out) + 1):
+        for swap in (False, True):
+            am, bm = (list(mb), list(ma)) if swap else (list(ma), list(mb))
+            batch = list(out[:nb])
+            a_has, a_none = am[:nb] == batch, not set(batch) & set(am)
+            b_has, b_none = bm[:nb] == batch, not set(batch) & set(bm)
+            if not (a_has or a_none) or not (b_has or b_none) or (nb and a_none and b_none):
+                continue
+            a_rest = am[nb:] if nb and a_has else am
+            b_rest = bm[nb:] if nb and b_has else bm
+            k = [d for d in a_rest if d in b_rest]
+            m = [d for d in a_rest if d not in b_rest]
+            n = [d for d in b_rest if d not in a_rest]
+            if list(out[nb:]) != m + n:
+                continue
+            if a_rest == m + k:
+                ta = False
+            elif a_rest == k + m:
+                ta = True
+            else:
+                continue
+            if b_rest == k + n:
+                tb = False
+            elif b_rest == n + k:
+                tb = True
+            else:
+                continue
+            return GemmPlan(swap, batch, m, n, k, ta, tb, bool(nb) and a_none, bool(nb) and b_none)
+    return None
+
+
+def is_matrix_product(a: Sequence[str], b: Sequence[str], out: Sequence[str]) -> bool:
+    """Each side keeps an index the other lacks and they share a summed one: a GEMM. Matrix-vector products and
+    dots stay loop nests: memory-bound, as fast as GEMV/DOT there (in either orientation, see
+    ``outer_reduction_order``), and fusion can feed them."""
+    if len(set(a)) != len(a) or len(set(b)) != len(b) or not any(n in b and n not in out for n in a):
+        return False
+    return any(n in out and n not in b for n in a) and any(n in out and n not in a for n in b)
+
+
+def blas_product(
+    names: Sequence[Sequence[str]],
+    out: Sequence[str],
+    dtypes: Sequence[np.dtype],
+    dtype: np.dtype,
+    static: Mapping[str, int],
+) -> bool:
+    """Whether a pairwise sum contraction goes to BLAS: float32/float64 operands of the result's dtype (BLAS has no
+    half precision), a matrix product, and not known at compile time (``static`` extents) to be small."""
+    if len(names) != 2 or dtype.kind != "f" or dtype.itemsize < 4 or any(d != dtype for d in dtypes):
+        return False
+    if not is_matrix_product(names[0], names[1], out):
+        return False
+    every = {n for ns in names for n in ns}
+    return not (all(n in static for n in every) and 2 * math.prod(static[n] for n in every) < SMALL_FLOPS)
+
+
+@dataclass(frozen=True)
+class GemmLayout:
+    """The axis orders a GEMM reads and writes: ``a``/``b`` (copied first when they differ from the operands'),
+    and ``c``, the order the GEMM writes (copied into the result's order when it differs)."""
+
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+    c: tuple[str, ...]
+
+
+def gemm_layout(
+    a: Sequence[str],
+    b: Sequence[str],
+    out: Sequence[str],
+    extents: Mapping[str, int] | None = None,
+    free: tuple[bool, bool] = (False, False),
+) -> GemmLayout | None:
+    """The cheapest layouts (fewest elements copied) under which ``out = sum a * b`` is one :func:`gemm_plan`.
+
+    The operands' own orders come first (no copy); otherwise every way of
+    copying one or more of lhs, rhs and the result into ``[batch, M, K]`` /
+    ``[batch, K, M]``-style orders, with each group's order taken from one of
+    the three tensors, is weighed by the elements it copies (``extents``,
+    where known, else :data:`ASSUMED_EXTENT`); a ``free`` operand (an
+    intermediate whose producer can write any order) costs nothing to
+    reorder, and then its order follows ``out``'s. None when no index grouping
+    fits: an index on one operand only that the result lacks (it is summed
+    first), or repeated names.
+    """
+    a, b, out = tuple(a), tuple(b), tuple(out)
+    if _fits(a, b, out) and not any(free):
+        return GemmLayout(a, b, out)
+    if any(n not in out and n not in b for n in a) or any(n not in out and n not in a for n in b):
+        return None
+    ext = extents or {}
+
+    def size(names: Sequence[str]) -> int:
+        return math.prod(ext.get(n, ASSUMED_EXTENT) for n in names)
+
+    groups = {
+        "batch": [n for n in out if n in a and n in b],
+        "m": [n for n in out if n in a and n not in b],
+        "n": [n for n in out if n in b and n not in a],
+        "k": [n for n in a if n in b and n not in out],
+    }
+    fixed = [t for t, f in ((a, free[0]), (b, free[1])) if not f]
+    loose = [t for t, f in ((a, free[0]), (b, free[1])) if f]
+    orders: dict[str, list[tuple[str, ...]]] = {}
+    for g, names in groups.items():
+        seen = [tuple(n for n in t if n in names) for t in (out, *fixed, *loose)]
+        orders[g] = list(dict.fromkeys(o for o in seen if len(o) == len(names)))  # the result's, fixed ones' first
+    best: tuple[int, GemmLayout] | None = None
+    for pick in itertools.product(*(orders[g] for g in ("batch", "m", "n", "k"))):
+        bt, m, n, k = pick
+        a_opts = [bt + m + k, bt + k + m, a] if free[0] else [a, bt + m + k, bt + k + m]
+        b_opts = [bt + k + n, bt + n + k, b] if free[1] else [b, bt + k + n, bt + n + k]
+        c_opts = [out, bt + m + n, bt + n + m]
+        for la, lb, lc in itertools.product(a_opts, b_opts, c_opts):
+            cost = (la != a and not free[0]) * size(a) + (lb != b and not free[1]) * size(b) + (lc != out) * size(out)
+            if (best is None or cost < best[0]) and _fits(la, lb, lc):
+                best = (cost, GemmLayout(la, lb, lc))
+    return None if best is None else best[1]
+
+
+def _fits(a: tuple[str, ...], b: tuple[str, ...], out: tuple[str, ...]) -> bool:
+    dims = list(dict.fromkeys(out + a + b))
+    return gemm_plan([dims.index(n) for n in a], [dims.index(n) for n in b], [dims.index(n) for n in out]) is not None
+
+
+def describe_gemm(
+    a: Sequence[str], b: Sequence[str], out: Sequence[str], extents: Mapping[str, int], prefix: str
+) -> dict[str, object] | None:
+    """The BLAS call(s) of one pairwise contraction for ``runner.explain()``: routine, batch, m, n, k, flags and the
+    copies made first; None when it stays a loop nest."""
+    layout = gemm_layout(a, b, out, extents)
+    if layout is None:
+        return None
+    dims = list(dict.fromkeys(layout.c + layout.a + layout.b))
+    plan = gemm_plan(
+        [dims.index(x) for x in layout.a], [dims.index(x) for x in layout.b], [dims.index(x) for x in layout.c]
+    )
+    assert plan is not None
+
+    def size(group: list[int]) -> int:
+        return math.prod(extents[dims[d]] for d in group)
+
+    copies = [name for name, was, now in (("lhs", a, layout.a), ("rhs", b, layout.b)) if tuple(was) != now]
+    if layout.c != tuple(out):
+        copies.append("result")
+    return {
+        "call": f"{prefix}gemm",
+        "batch": size(plan.batch),
+        "m": size(plan.m),
+        "n": size(plan.n),
+        "k": size(plan.k),
+        "trans_a": plan.trans_a,
+        "trans_b": plan.trans_b,
+        "swap": plan.swap,
+        "copies": copies,
+    }

@@ -1,0 +1,222 @@
+"""Contractions planned on the real shapes and mapped to BLAS whatever the factor order and index naming.
+
+Every permutation of every program of ``benchmarks/contractions.py`` against
+the reference interpreter; the plans against opt_einsum's optimal paths; plans
+made per new shape and reused for a repeated one; the GEMM mapping of
+``W[h,i] X[b,i]`` in every index order; explain()'s orders and BLAS calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import opt_einsum
+import pytest
+
+from benchmarks.contractions import SUITE, Case
+from fuse_mlir import Program
+from fuse_mlir.passes.transforms.contract_plan import ShapePlans, optimal_path, pair_cost
+from fuse_mlir.passes.transforms.gemm import gemm_layout
+
+TINY = {c: 2 + k for k, c in enumerate("abcdhijklmpqrsz")}  # distinct small extents, so a swapped axis shows
+
+
+def _inputs(case: Case, dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {n: rng.standard_normal(tuple(TINY[c] for c in idx)).astype(dtype) for n, idx in case.factors}
+
+
+def _namings(case: Case) -> list[dict[str, str]]:
+    letters = sorted({c for _, idx in case.factors for c in idx})
+    return [dict(zip(letters, letters)), dict(zip(letters, "zyxwvutsrqpon"[: len(letters)]))]
+
+
+def _check_all_orders(case: Case, dtypes: list[str], namings: list[int], **compile_options) -> None:
+    for dtype in dtypes:
+        ins = _inputs(case, dtype)
+        for nk in namings:
+            for order in itertools.permutations(range(len(case.factors))):
+                prog = Program(case.source(order, _namings(case)[nk]))
+                want = prog.compile("reference")(**ins)["R"]
+                got = prog.compile(**compile_options)(**ins)["R"]
+                assert got.dtype == want.dtype and got.shape == want.shape, (case.name, order)
+                tol = 1e-12 if dtype == "float64" else 1e-5
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"{case.name} {order} naming {nk}")
+
+
+@pytest.mark.parametrize("case", SUITE, ids=[c.name for c in SUITE])
+def test_every_order_llvm_O2(case: Case):
+    _check_all_orders(case, ["float64", "float32"], [0], backend="llvm", opt_level=2)
+
+
+@pytest.mark.parametrize("case", SUITE, ids=[c.name for c in SUITE])
+def test_every_order_other_naming_llvm_O0(case: Case):
+    _check_all_orders(case, ["float64"], [1], backend="llvm", opt_level=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opt_level", [0, 2])
+@pytest.mark.parametrize("case", SUITE, ids=[c.name for c in SUITE])
+def test_every_order_every_naming_and_dtype(case: Case, opt_level: int):
+    _check_all_orders(case, ["float64", "float32"], [0, 1], backend="llvm", opt_level=opt_level)
+
+
+HANDOFF = [c for c in SUITE if c.name in ("chain3_skewed", "bmm_batch_middle", "bilinear", "tucker")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["numba", "torch", "jax"])
+@pytest.mark.parametrize("case", HANDOFF, ids=[c.name for c in HANDOFF])
+def test_every_order_handoff_backends(case: Case, backend: str):
+    _check_all_orders(case, ["float64"], [0], backend=backend)
+
+
+def _subsets(path, n: int) -> set[frozenset[int]]:
+    """The factor sets each step of a position path contracts (order-free, comparable across path formats)."""
+    live = [frozenset([k]) for k in range(n)]
+    made = set()
+    for step in path:
+        merged = frozenset().union(*(live[k] for k in step))
+        for k in sorted(step, reverse=True):
+            live.pop(k)
+        live.append(merged)
+        made.add(merged)
+    return made
+
+
+def test_skewed_chain_plan_is_opt_einsums_optimal_path():
+    prog = Program("R[i,l] = Z[k,l] Y[j,k] X[i,j]\nexport R\n")
+    runner = prog.compile("llvm")
+    rng = np.random.default_rng(0)
+    for i, j, k, m in [(10, 300, 300, 300), (300, 300, 300, 10), (300, 10, 300, 300), (40, 40, 40, 40)]:
+        ins = {"X": rng.random((i, j)), "Y": rng.random((j, k)), "Z": rng.random((k, m))}
+        np.testing.assert_allclose(runner(**ins)["R"], ins["X"] @ ins["Y"] @ ins["Z"], rtol=1e-10)
+        rows = runner.explain("json")["contractions"]
+        (order,) = [r for r in rows if r["kind"] == "order"]
+        want, _ = opt_einsum.contract_path("kl,jk,ij->il", ins["Z"], ins["Y"], ins["X"], optimize="optimal")
+        if (i, j, k, m) != (40, 40, 40, 40):  # a tie there: any order is optimal
+            assert _subsets(order["path"], 3) == _subsets(want, 3), (i, j, k, m)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_plans_are_optimal_under_the_cost_model(seed: int):
+    """The DP's cost is never above that of opt_einsum's optimal (FLOP-minimal) path, priced by the same model."""
+    rng = np.random.default_rng(seed)
+    names = [tuple("ab"), tuple("bc"), tuple("cd"), tuple("de"), tuple("ea")][: rng.integers(3, 6)]
+    if rng.random() < 0.5:
+        names = [tuple("abc"), tuple("cd"), tuple("bde"), tuple("ef")]
+    letters = sorted({c for ns in names for c in ns})
+    ext = {c: int(rng.choice([2, 5, 30, 200])) for c in letters}
+    out = tuple(c for c in letters if sum(c in ns for ns in names) == 1)
+    path, cost = optimal_path(names, out, ext)
+    spec = ",".join("".join(ns) for ns in names) + "->" + "".join(out)
+    theirs, _ = opt_einsum.contract_path(
+        spec, *(tuple(ext[c] for c in ns) for ns in names), shapes=True, optimize="optimal"
+    )
+    assert cost <= _price(theirs, names, out, ext) * (1 + 1e-12)
+    assert _price(path, names, out, ext) == pytest.approx(cost)
+
+
+def _price(path, names, out, ext) -> float:
+    live = [frozenset(ns) for ns in names]
+    total = 0.0
+    for i, j in (sorted(p) for p in path):
+        a, b = live[i], live[j]
+        rest = [s for k, s in enumerate(live) if k not in (i, j)]
+        keep = (a | b) & frozenset().union(set(out), *rest) if rest else frozenset(out)
+        total += pair_cost(a, b, keep, ext, 8)
+        live = rest + [keep]
+    return total
+
+
+def test_new_shape_plans_and_same_shape_reuses():
+    prog = Program("R[i,l] = X[i,j] Y[j,k] Z[k,l]\nexport R\n")
+    runner = prog.compile("llvm")
+    rng = np.random.default_rng(1)
+
+    def call(i, j, k, m):
+        ins = {"X": rng.random((i, j)), "Y": rng.random((j, k)), "Z": rng.random((k, m))}
+        np.testing.assert_allclose(runner(**ins)["R"], ins["X"] @ ins["Y"] @ ins["Z"], rtol=1e-10)
+
+    def plans() -> ShapePlans:
+        (p,) = {id(x): x for x in runner._plans.values() if x is not None}.values()
+        return p
+
+    call(5, 60, 60, 60)
+    assert plans().plans == 1
+    call(5, 60, 60, 60)
+    call(5, 60, 60, 60)
+    assert plans().plans == 1  # same shape: the plan is reused (the direct path dispatches on the shapes)
+    call(6, 60, 60, 60)
+    assert plans().plans == 2 and len(plans().by_path) == 1  # a new shape is planned; same order, same kernel
+    call(60, 60, 60, 5)
+    assert plans().plans == 3 and len(plans().by_path) == 2  # the other order
+    call(5, 60, 60, 60)
+    assert plans().plans == 3
+    runner.run({"X": rng.random((60, 60)), "Y": rng.random((60, 60)), "Z": rng.random((60, 5))})
+    assert plans().plans == 3
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "Y[b,h] = W[h,i] X[b,i]",
+        "Y[b,h] = X[b,i] W[h,i]",
+        "Y[b,h] = W[i,h] X[b,i]",
+        "Y[b,h] = W[h,i] X[i,b]",
+        "Y[b,h] = W[i,h] X[i,b]",
+        "Y[h,b] = W[h,i] X[b,i]",
+    ],
+)
+def test_weights_times_batch_is_one_gemm(src: str):
+    runner = Program(src + "\nexport Y\n").compile("llvm")
+    rng = np.random.default_rng(2)
+    shapes = {"W": {"h": 7, "i": 9}, "X": {"b": 5, "i": 9}}
+    ins = {}
+    for name in ("W", "X"):
+        idx = src.split(f"{name}[")[1].split("]")[0].split(",")
+        ins[name] = rng.random(tuple({**shapes["W"], **shapes["X"]}[c] for c in idx))
+    runner(**ins)
+    (call,) = [r for r in runner.explain("json")["contractions"] if r["kind"] == "pair"]
+    assert call["call"] == "dgemm" and call["batch"] == 1 and call["copies"] == []
+    assert sorted((call["m"], call["n"])) == [5, 7] and call["k"] == 9
+
+
+def test_batch_index_in_the_middle_copies_into_a_batched_gemm():
+    layout = gemm_layout(("i", "b", "j"), ("j", "b", "k"), ("i", "b", "k"))
+    assert layout is not None and layout.a[0] == layout.b[0] == layout.c[0] == "b"
+    assert gemm_layout(("b", "i", "j"), ("b", "j", "k"), ("b", "i", "k")) == gemm_layout(
+        ("b", "i", "j"), ("b", "j", "k"), ("b", "i", "k"), {"b": 1}
+    )  # already a batched GEMM: nothing moves
+
+
+def test_explain_shows_order_and_blas_calls():
+    runner = Program("R[i,l] = Z[k,l] Y[j,k] X[i,j]\nexport R\n").compile("llvm")
+    rng = np.random.default_rng(3)
+    ins = {"X": rng.random((4, 50)), "Y": rng.random((50, 60)), "Z": rng.random((60, 70))}
+    runner(**ins)
+    runner(**ins)  # the direct path: explain() still describes this call
+    text = runner.explain()
+    assert "contraction: order [k,l] [j,k] [i,j] -> [i,l]: ([k,l] ([j,k] [i,j]))" in text
+    assert "dgemm batch=1 m=" in text
+    pairs = [r for r in runner.explain("json")["contractions"] if r["kind"] == "pair"]
+    assert [(r["m"] * r["n"] * r["k"]) for r in pairs] == [4 * 50 * 60, 4 * 60 * 70]
+
+
+def test_small_static_products_stay_loops():
+    src = "A[i,j] = const([[1.0,2.0],[3.0,4.0]])\nB[j,k] = const([[1.0,0.0],[0.0,1.0]])\nR[i,k] = A[i,j] B[j,k]\nexport R\n"
+    runner = Program(src).compile("llvm")
+    np.testing.assert_allclose(runner()["R"], [[1.0, 2.0], [3.0, 4.0]])
+    (call,) = [r for r in runner.explain("json")["contractions"] if r["kind"] == "pair"]
+    assert call["call"] == "loop"
+
+
+def test_integer_chain_keeps_its_values():
+    prog = Program("R[i,l] = X[i,j] Y[j,k] Z[k,l]\nexport R\n")
+    rng = np.random.default_rng(4)
+    ins = {"X": rng.integers(0, 3, (3, 40)), "Y": rng.integers(0, 3, (40, 50)), "Z": rng.integers(0, 3, (50, 2))}
+    got = prog.compile("llvm")(**ins)["R"]
+    want = prog.compile("reference")(**ins)["R"]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
