@@ -35,6 +35,7 @@ class Target:
     fuse_gathers: bool = False  # gathers into their consumer (sum(x[idx]) never builds x[idx])
     inplace: bool = False  # a kernel may write its result into a dead input's buffer
     vector_math: bool = False  # transcendental functions expanded into vectorisable IR
+    fuse_rows: bool = False  # parallel loop nests over the same rows into one nest of per-row phases
     max_operands: int = 32  # inputs plus tables of one fused kernel
     description: str = ""
 
@@ -61,6 +62,8 @@ class Target:
         if self.vector_math and not strict:
             steps.append("expand-math")
         steps.append("lower-ew-to-loop")
+        if opt == "O2" and self.fuse_rows:
+            steps.append("fuse-rows")
         return ",".join(steps)
 
 
@@ -85,6 +88,7 @@ TARGETS: dict[str, Target] = {
             fuse_gathers=True,
             inplace=True,
             vector_math=True,
+            fuse_rows=True,
             description="native code through llvmlite: aggressive fusion, inplace buffer reuse, vector math",
         ),
         Target(

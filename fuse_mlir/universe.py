@@ -45,6 +45,7 @@ PASSES = (
     "expand-math",
     "freeze",
     "fuse",
+    "fuse-rows",
     "inplace",
     "lower-ew-to-loop",
     "lower-loop-to-llvm",
