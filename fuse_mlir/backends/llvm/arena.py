@@ -165,9 +165,15 @@ class CallState:
         self.words[HEADER + self.n + k] = -1
 
     def restock(self, k: int, nbytes: int) -> None:
-        """Replace slot ``k``'s buffer (handed to the caller) by a fresh one of the same size, unclaimed."""
+        """Replace slot ``k``'s buffer (handed to the caller) by one of the same size, unclaimed.
+
+        The new buffer is one the caller released earlier when there is one (:mod:`.recycle`): its pages are
+        already faulted in.
+        """
+        from .recycle import take
+
         self.drop(k)
-        base, off, addr = aligned_buffer(nbytes)
+        base, off, addr = take(nbytes)
         self.own[k] = (base, off, addr, nbytes)
         self.by_addr[addr] = k
         self.words[HEADER + k] = addr

@@ -64,6 +64,7 @@ from . import arena
 from .arena import DATA_OFFSET, ERR_LAYOUT, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
 from .emit import emit_llvm_ir
 from .jit import JitFunction, emit_assembly, jit_compile, optimize_ir, register_symbol
+from .recycle import hand_out
 
 __all__ = ["KernelSpec", "NativeKernel", "host_call_impl"]
 
@@ -750,7 +751,7 @@ class NativeKernel:
         if ptr not in taken:
             k = state.by_addr.get(ptr)
             if k is not None:
-                b, off, _, cap = state.own[k]  # type: ignore[misc]
+                b, off, addr, cap = state.own[k]  # type: ignore[misc]
                 if nbytes <= cap:
                     taken.add(ptr)
                     if keep:
@@ -759,7 +760,7 @@ class NativeKernel:
                         view = state.views[(ptr, shape, dtype)] = _ndarray(shape, dtype, b, off)
                         return view.copy()
                     state.restock(k, cap)
-                    return _ndarray(shape, dtype, b, off)
+                    return hand_out(shape, dtype, b, off, addr, cap)
             e = state.extras.get(ptr)
             if e is not None and nbytes <= e[2]:
                 taken.add(ptr)
