@@ -36,6 +36,7 @@ class Target:
     inplace: bool = False  # a kernel may write its result into a dead input's buffer
     vector_math: bool = False  # transcendental functions expanded into vectorisable IR
     fuse_rows: bool = False  # parallel loop nests over the same rows into one nest of per-row phases
+    block_checks: bool = False  # run-time checks of a block of iterations at once (vectorisable gathers)
     max_operands: int = 32  # inputs plus tables of one fused kernel
     description: str = ""
 
@@ -64,6 +65,8 @@ class Target:
         steps.append("lower-ew-to-loop")
         if opt == "O2" and self.fuse_rows:
             steps.append("fuse-rows")
+        if opt == "O2" and self.block_checks:
+            steps.append("block-checks")
         return ",".join(steps)
 
 
@@ -89,6 +92,7 @@ TARGETS: dict[str, Target] = {
             inplace=True,
             vector_math=True,
             fuse_rows=True,
+            block_checks=True,
             description="native code through llvmlite: aggressive fusion, inplace buffer reuse, vector math",
         ),
         Target(

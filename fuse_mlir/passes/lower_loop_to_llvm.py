@@ -1154,7 +1154,14 @@ class _Nest:
         work: list[SSAValue] = []
         if folds is not None:
             for x in inner_ops:
-                if isinstance(x, loop.ForOp) and x is not op and x.upper in free and _is_const(parent.v(x.lower), 0):
+                # An inner loop over [0, free extent): its lower bound may be computed inside the nest.
+                if (
+                    isinstance(x, loop.ForOp)
+                    and x is not op
+                    and x.upper in free
+                    and x.lower in free
+                    and _is_const(parent.v(x.lower), 0)
+                ):
                     w = parent.v(x.upper)
                     if w not in work:
                         work.append(w)
