@@ -93,6 +93,10 @@ def test_softmax_phases_become_one_nest_with_forwarded_row_values():
     # The row max and sum reach the later phases as values, not as loads of their per-row buffers.
     loads = [op for op in fused[0].walk() if isinstance(op, loop.LoadOp)]
     assert all(len(op.positions) == 2 for op in loads)
+    # exp(x - max) is computed once: the sum phase stores it in the output row, the normalise phase reloads it.
+    normalise = inner[2]
+    assert not any(isinstance(op, loop.LoadOp) and isinstance(op.buffer.owner, loop.ArgOp) for op in normalise.walk())
+    assert any(isinstance(op, loop.StoreOp) and len(op.positions) == 2 for op in inner[1].walk())
 
 
 def test_default_keeps_the_unfused_nests_as_the_fallback_for_big_rows():

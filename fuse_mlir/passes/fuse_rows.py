@@ -226,6 +226,7 @@ class _RowFuser:
         if not inits:
             body.add_op(loop.YieldOp())
         _forward_row_scalars(body)
+        _reuse_phase_values(body)
         # Iterations stay independent: stores go to rows [iv], carried values only fold (lower-loop-to-llvm
         # splits such a nest into chunks and combines their partial results in order).
         fused = loop.ForOp(first.lower, split, first.step, inits, Region(body), parallel=True)
@@ -315,6 +316,133 @@ def _forward_row_scalars(body: Block) -> None:
                 count("fuse-rows", "loads-forwarded")
         for b in stored:
             known.pop(b, None)
+
+
+REUSE_MIN_OPS = 8
+"""A later phase reloads a value an earlier phase computed (instead of recomputing it) from this many ops up."""
+
+
+def _keys(loop_op: loop.ForOp) -> dict[SSAValue, tuple] | None:
+    """Structural keys of the values computed in an innermost loop's body (its own iteration as ``iv``).
+
+    Values that depend on the loop's carried values get no key. None when the body holds regions.
+    """
+    block = loop_op.body.block
+    keys: dict[SSAValue, tuple] = {block.args[0]: ("iv",)}
+    carried = set(block.args[1:])
+    for op in block.ops:
+        if op.regions:
+            return None
+        if isinstance(op, loop.YieldOp | loop.StoreOp | loop.CheckOp) or len(op.results) != 1:
+            continue
+        if not (op.name.startswith(("arith.", "math.")) or isinstance(op, loop.LoadOp)):
+            continue
+        parts: list[object] = [op.name, str(sorted((k, str(v)) for k, v in op.properties.items()))]
+        ok = True
+        for x in op.operands:
+            if x in carried:
+                ok = False
+                break
+            owner = x.owner
+            inside = isinstance(owner, Operation) and owner.parent_block() is block
+            k = keys.get(x) if inside or x is block.args[0] else ("ext", id(x))
+            if k is None:
+                ok = False
+                break
+            parts.append(k)
+        if ok:
+            keys[op.results[0]] = tuple(parts)
+    return keys
+
+
+def _size(v: SSAValue, block: Block, memo: dict[SSAValue, int]) -> int:
+    """How many ops of ``block`` compute ``v`` (its slice within the body)."""
+    seen: set[Operation] = set()
+    work = [v]
+    while work:
+        x = work.pop()
+        owner = x.owner
+        if isinstance(owner, Operation) and owner.parent_block() is block and owner not in seen:
+            seen.add(owner)
+            work.extend(owner.operands)
+    return len(seen)
+
+
+def _reuse_phase_values(body: Block) -> None:
+    """A map phase that recomputes what an earlier reduction phase computed (softmax's ``exp(x - max)``) reloads it.
+
+    The reduction phase also stores the value into the row of the map phase's output buffer at the same
+    position; the map phase loads it there before overwriting that element (each element is read, then
+    written, by the same iteration), so the expensive part runs once per element. Both phases must run over
+    the same range, and the buffer must be a fresh allocation touched nowhere else in the row's body.
+    """
+    iv = body.args[0]
+    phases = [op for op in body.ops if isinstance(op, loop.ForOp)]
+    touched: dict[SSAValue, int] = {}
+    for x in body.walk():
+        if isinstance(x, loop.LoadOp | loop.StoreOp):
+            touched[x.buffer] = touched.get(x.buffer, 0) + 1
+    for mi, m in enumerate(phases):
+        if m.inits:
+            continue
+        stores = [x for x in m.body.block.ops if isinstance(x, loop.StoreOp)]
+        if len(stores) != 1:
+            continue
+        st = stores[0]
+        y = st.buffer
+        jm = m.body.block.args[0]
+        if (
+            not isinstance(y.owner, loop.AllocOp)
+            or touched.get(y) != 1
+            or len(st.positions) != 2
+            or st.positions[0] is not iv
+            or st.positions[1] is not jm
+        ):
+            continue
+        m_keys = _keys(m)
+        if m_keys is None:
+            continue
+        for r in reversed(phases[:mi]):
+            if not r.inits or (r.lower, r.upper, r.step) != (m.lower, m.upper, m.step):
+                continue
+            r_keys = _keys(r)
+            if r_keys is None:
+                continue
+            by_key = {k: v for v, k in r_keys.items() if v is not r.body.block.args[0]}
+            best: tuple[int, SSAValue, SSAValue] | None = None
+            mblock = m.body.block
+            for v, k in m_keys.items():
+                src = by_key.get(k)
+                if src is None or v is jm:
+                    continue
+                n = _size(v, mblock, {})
+                if n >= REUSE_MIN_OPS and (best is None or n > best[0]):
+                    best = (n, v, src)
+            if best is None:
+                continue
+            _, mv, rv = best
+            rblock = r.body.block
+            term = rblock.last_op
+            assert term is not None
+            rblock.insert_op_before(loop.StoreOp(rv, y, [iv, rblock.args[0]]), term)
+            load = loop.LoadOp(y, [iv, jm])
+            first = mblock.first_op
+            assert first is not None
+            mblock.insert_op_before(load, first)
+            mv.replace_all_uses_with(load.result)
+            _erase_dead(mblock)
+            touched[y] = 2
+            count("fuse-rows", "values-reused")
+            break
+
+
+def _erase_dead(block: Block) -> None:
+    """Erase the block's pure ops (arith, math, loads) whose results nothing uses, last first."""
+    for op in reversed(list(block.ops)):
+        pure = op.name.startswith(("arith.", "math.")) or isinstance(op, loop.LoadOp)
+        if pure and not op.regions and all(not r.uses for r in op.results):
+            op.detach()
+            op.erase()
 
 
 def _entry_block(module: ModuleOp) -> Block | None:
