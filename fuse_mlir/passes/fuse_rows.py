@@ -15,7 +15,7 @@ accessed only at rows ``[iv, ...]`` of the nest's own induction variable
 (input buffers, which a donated output may alias, count as one buffer); at
 most one nest of a group checks values at run time (so the first error
 reported is the one the unfused order reports). Ops between the nests
-(allocations, extents, scalar arithmetic) move before the first.
+(allocations, arguments, extents, scalar arithmetic) move before the first.
 
 Cache choice: the fused nest pays off while a row's working set (the
 row-sized buffers it touches) stays in cache. The pass emits the fused nest
@@ -153,8 +153,8 @@ def _compatible(group: Sequence[_Nest], new: _Nest) -> bool:
 
 
 def _movable(op: Operation) -> bool:
-    """Ops that may move before a group: allocations, extents and region-free pure scalar ops."""
-    if isinstance(op, loop.AllocOp | loop.DimOp):
+    """Ops that may move before a group: allocations, arguments, extents and region-free pure scalar ops."""
+    if isinstance(op, loop.AllocOp | loop.DimOp | loop.ArgOp):
         return True
     return op.name.startswith("arith.") and not op.regions
 
