@@ -161,7 +161,7 @@ class _Blocker:
         def check_all(blk: Block, i: SSAValue) -> None:
             mapper: dict[SSAValue, SSAValue] = {body.args[0]: i}
             _clone_into(blk, cond_ops, mapper, lambda _: True)
-            ok = blk.args[1]
+            ok: SSAValue = blk.args[1]
             for c in checks:
                 ok = emit(arith.AndIOp(ok, mapper[c.cond]), blk)
             blk.add_op(loop.YieldOp([ok]))

@@ -67,11 +67,11 @@ def hand_out(
     shape: tuple[int, ...], dtype: np.dtype, base: np.ndarray, off: int, addr: int, capacity: int
 ) -> np.ndarray:
     """An array over ``base[off:off+capacity]`` (at ``addr``) whose buffer returns to the pool once no array views it."""
-    holder = (ctypes.c_char * capacity).from_buffer(base, off)
+    holder = (ctypes.c_char * capacity).from_buffer(base, off)  # type: ignore[arg-type]  # an ndarray exports a buffer
     count = 1
     for e in shape:
         count *= e
-    arr = np.frombuffer(holder, dtype=dtype, count=count).reshape(shape)
+    arr = np.frombuffer(holder, dtype=dtype, count=count).reshape(shape)  # type: ignore[call-overload]
     fin = weakref.finalize(holder, _give, base, off, addr, capacity)
     fin.atexit = False
     return arr
