@@ -9,8 +9,9 @@ Three bounds, the largest wins:
   (0.92 ns float64, 0.28 ns float32) / 2 cores;
 - BLAS: matrix-product flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32).
 
-The limits were measured on a 2-core AMD EPYC Zen 3 (AVX2); on another
-machine they are a reference point, not a measurement.
+The constants were measured on a 2-core AMD EPYC Zen 3 (AVX2); the report
+measures this machine's limits itself (:mod:`benchmarks.limits`) and passes
+them in, the constants being the fallback.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchmarks.limits import Limits
+
 MEM_RW_GBPS = 33.6
 MEM_RO_GBPS = 36.2
 CORES = 2
@@ -26,8 +29,9 @@ EXP_NS = {"float64": 0.92, "float32": 0.28}
 GEMM_GFLOPS = {"float64": 84.0, "float32": 187.0}
 
 FORMULAS = (
-    "memory: (input bytes + output bytes) / 33.6 GB/s, or / 36.2 GB/s when the output is < 1% of the bytes moved",
-    "exp: n_exp × t_exp / 2 cores, t_exp = 0.92 ns (float64) or 0.28 ns (float32) per element per core (XLA's vector exp)",
+    "memory: (input bytes + output bytes) / read+write bandwidth, or / read-only bandwidth when the output is < 1% "
+    "of the bytes moved (both measured by this run, see the machine limits above)",
+    "exp: n_exp × t_exp / cores, t_exp the fastest vectorised exp per element per core measured by this run",
     "BLAS: 2·M·K·N flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32) (OpenBLAS GEMM, 2 threads)",
     "bound = the largest of those that apply; % of bound = bound / fuse-llvm median time",
 )
@@ -61,17 +65,25 @@ def _gemm_flops(name: str, inputs: dict[str, np.ndarray]) -> int:
 _NO_BOUND: set[str] = {"call_overhead"}
 
 
-def bound(name: str, inputs: dict[str, np.ndarray], output: np.ndarray, dtype: str) -> Bound | None:
-    """The run-time lower bound of workload ``name`` on ``inputs`` producing ``output`` (None: not meaningful)."""
+def bound(
+    name: str, inputs: dict[str, np.ndarray], output: np.ndarray, dtype: str, limits: Limits | None = None
+) -> Bound | None:
+    """The run-time lower bound of workload ``name`` on ``inputs`` producing ``output`` (None: not meaningful).
+
+    ``limits`` are the machine's measured limits (:mod:`benchmarks.limits`); without them, the reference
+    machine's constants above.
+    """
     if name in _NO_BOUND:
         return None
+    rw, ro = (limits.rw_gbps, limits.ro_gbps) if limits else (MEM_RW_GBPS, MEM_RO_GBPS)
+    exp_ns, cores = (limits.exp_ns[dtype], limits.cores) if limits else (EXP_NS[dtype], CORES)
     read = sum(int(v.nbytes) for v in inputs.values())
     written = int(np.asarray(output).nbytes) if np.ndim(output) else 0
-    gbps = MEM_RO_GBPS if written < 0.01 * (read + written) else MEM_RW_GBPS
+    gbps = ro if written < 0.01 * (read + written) else rw
     candidates = [Bound((read + written) / (gbps * 1e9), "memory")]
     n_exp = _n_exp(name, inputs)
     if n_exp:
-        candidates.append(Bound(n_exp * EXP_NS[dtype] * 1e-9 / CORES, "exp"))
+        candidates.append(Bound(n_exp * exp_ns * 1e-9 / cores, "exp"))
     flops = _gemm_flops(name, inputs)
     if flops:
         candidates.append(Bound(flops / (GEMM_GFLOPS[dtype] * 1e9), "BLAS"))

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmarks.bounds import Bound, bound
+from benchmarks.limits import Limits
 from benchmarks.peers import (
     IMPLEMENTATIONS,
     Mismatch,
@@ -129,6 +130,7 @@ def measure_workload(
     budget: Budget = FULL,
     small: bool = False,
     log: Callable[[str], None] = print,
+    limits: Limits | None = None,
 ) -> WorkloadResult:
     """Prepare, check and time every implementation on one workload and dtype."""
     inputs = make_inputs(workload, dtype, small)
@@ -153,7 +155,7 @@ def measure_workload(
     medians = time_side_by_side(prepared, budget)
     for impl, t in medians.items():
         result.impls[impl].median_s = t
-    result.bound = bound(workload.name, inputs, np.empty(want.shape, dtype=dtype), dtype)
+    result.bound = bound(workload.name, inputs, np.empty(want.shape, dtype=dtype), dtype, limits)
     return result
 
 

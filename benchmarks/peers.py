@@ -42,9 +42,11 @@ IMPLEMENTATIONS: tuple[str, ...] = (
     "numpy",
     "numba",
     "numba-parallel",
+    "numba-fastmath",
     "jax",
     "torch",
     "torch-compile",
+    "pytensor",
 )
 OURS: tuple[str, ...] = ("fuse-llvm", "fuse-llvm-O0")  # fuse-llvm-O0: no fusion, no inplace (the passes' effect)
 PEERS: tuple[str, ...] = tuple(i for i in IMPLEMENTATIONS if not i.startswith("fuse-"))
@@ -124,6 +126,37 @@ def check(name: str, workload: Workload, got: np.ndarray, want: np.ndarray, dtyp
         raise Mismatch(f"{name} on {workload.name} ({np.dtype(dtype).name}): relative error {err:.3g}")
 
 
+def pytensor_function(name: str, args: list[np.ndarray]) -> Callable[..., Any]:
+    """The workload as a compiled PyTensor function of the NumPy arrays ``args`` (Unavailable if not installed)."""
+    try:
+        import pytensor
+        import pytensor.tensor as pt
+    except Exception as e:
+        raise Unavailable(f"pytensor not importable: {e}") from None
+    xs = [pt.tensor(dtype=str(a.dtype), shape=(None,) * a.ndim) for a in args]
+
+    def softmax(x):
+        e = pt.exp(x - pt.max(x, axis=1, keepdims=True))
+        return e / pt.sum(e, axis=1, keepdims=True)
+
+    def lse(x):
+        m = pt.max(x, axis=1, keepdims=True)
+        return pt.log(pt.sum(pt.exp(x - m), axis=1)) + m[:, 0]
+
+    formulas: dict[str, Callable[..., Any]] = {
+        "exp_mul_add": lambda X, Y2, Z: pt.exp(X) * Y2 + Z,
+        "sum_exp_mul_add": lambda X, Y2, Z: pt.sum(pt.exp(X) * Y2 + Z),
+        "row_softmax": softmax,
+        "row_logsumexp": lse,
+        "relu_matmul_bias": lambda W, X, B: pt.maximum(pt.dot(W, X) + B[:, None], 0),
+        "gather_sum": lambda X, Idx: pt.sum(X[Idx]),
+        "row_variance": lambda X: pt.var(X, axis=1),
+        "contract3": lambda A, B: pt.tensordot(A, B, axes=([1, 2], [0, 1])),
+        "call_overhead": lambda X, Y2, Z: pt.sum(pt.exp(X) * Y2 + Z),
+    }
+    return pytensor.function(xs, formulas[name](*xs))
+
+
 # -- optional peers ----------------------------------------------------------
 
 
@@ -185,14 +218,16 @@ def versions() -> dict[str, str]:
 # -- Numba kernels -----------------------------------------------------------
 
 
-def numba_kernels(dtype: np.dtype, parallel: bool) -> dict[str, Callable[..., Any]]:
+def numba_kernels(dtype: np.dtype, parallel: bool, fastmath: bool | None = None) -> dict[str, Callable[..., Any]]:
     """Fresh Numba dispatchers for every workload (compiled on first call) for ``dtype``.
 
     Each call gives new dispatchers, so the first call's time is a real compile.
     Accumulators start at ``dtype``'s zero so float32 loops stay float32.
+    ``fastmath`` (default: as ``parallel``) lets LLVM reassociate and vectorise the reductions.
     """
     nb = import_numba()
-    jit = nb.njit(parallel=True, fastmath=True) if parallel else nb.njit
+    fast = parallel if fastmath is None else fastmath
+    jit = nb.njit(parallel=True, fastmath=fast) if parallel else nb.njit(fastmath=fast)
     prange = nb.prange
     zero = np.dtype(dtype).type(0)
     cast = np.dtype(dtype).type
@@ -379,8 +414,8 @@ def _bind(
         return (lambda: handoff(**inputs)), (lambda r: np.asarray(r[workload.output]))  # type: ignore[index]
     if impl == "numpy":
         return (lambda: workload.numpy(**inputs)), np.asarray
-    if impl in ("numba", "numba-parallel"):
-        kernel = numba_kernels(args[0].dtype, impl == "numba-parallel")[workload.name]
+    if impl in ("numba", "numba-parallel", "numba-fastmath"):
+        kernel = numba_kernels(args[0].dtype, impl != "numba", fastmath=impl == "numba-fastmath")[workload.name]
         out = numba_out(workload.name, inputs)
         if out is not None:
             return (lambda: kernel(*args, out)), np.asarray
@@ -398,6 +433,9 @@ def _bind(
             torch._dynamo.reset()  # Dynamo caches per code object: start empty so the first call compiles
             fn = torch.compile(fn, dynamic=False)
         return (lambda: fn(*targs)), (lambda r: r.numpy())  # type: ignore[attr-defined]
+    if impl == "pytensor":
+        fn = pytensor_function(workload.name, args)
+        return (lambda: fn(*args)), np.asarray
     raise ValueError(f"unknown implementation {impl!r}; known: {', '.join(IMPLEMENTATIONS)}")
 
 

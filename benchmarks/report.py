@@ -93,6 +93,7 @@ def compile_table(results: Sequence[WorkloadResult], compiles: Sequence[CompileR
         ("jax", "jax.jit"),
         ("numba", "numba"),
         ("numba-parallel", "numba parallel"),
+        ("numba-fastmath", "numba parallel fastmath"),
         ("torch-compile", "torch.compile"),
     ]
     head = ["workload", "dtype", "fuse cold", "of which passes+LLVM", "fuse warm (cache hit)", *[p[1] for p in peers]]
@@ -133,7 +134,7 @@ def render(
         "",
         *runtime_table(results, impls),
         "",
-        "Bounds (DESIGN.md §6 machine limits):",
+        "Bounds (from the machine limits this run measured, in the header):",
         "",
         *[f"- {f}" for f in FORMULAS],
         "",
@@ -157,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _reexec_without_openblas_vars(argv)
 
+    from benchmarks.limits import measure as measure_limits
     from benchmarks.measure import FULL, QUICK, blas_info, machine, measure_compile, measure_workload
     from benchmarks.peers import DTYPES, IMPLEMENTATIONS
     from benchmarks.workloads import BY_NAME, WORKLOADS
@@ -182,11 +184,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     load_before = os.getloadavg()
     started = datetime.datetime.now().astimezone()
+    print(f"[{datetime.datetime.now():%H:%M:%S}] machine limits", file=sys.stderr, flush=True)
+    limits = measure_limits(quick=args.quick)
+    _err(f"  {limits.describe()}")
     results = []
     for name in names:
         for dtype in dtypes:
             print(f"[{datetime.datetime.now():%H:%M:%S}] {name} {dtype}", file=sys.stderr, flush=True)
-            results.append(measure_workload(BY_NAME[name], dtype, impls, budget, args.small, log=_err))
+            results.append(measure_workload(BY_NAME[name], dtype, impls, budget, args.small, log=_err, limits=limits))
     compiles = []
     if "fuse-llvm" in impls:
         print(f"[{datetime.datetime.now():%H:%M:%S}] compile times", file=sys.stderr, flush=True)
@@ -212,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (" (small inputs)" if args.small else " (full sizes)")
         + f"; {budget.min_rounds}–{budget.max_rounds} rounds, ≈{budget.target_s:g} s per workload and dtype",
         "load average (1 min) before / after": f"{load_before[0]:.2f} / {load_after[0]:.2f}",
+        "machine limits (measured by this run)": limits.describe(),
     }
     notes = sorted({r.note for res in results for r in res.impls.values() if r.note})
     text = render(results, compiles, impls, header, notes)

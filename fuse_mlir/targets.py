@@ -50,6 +50,8 @@ class Target:
     fuse_gathers: bool = False  # gathers into their consumer (sum(x[idx]) never builds x[idx])
     inplace: bool = False  # a kernel may write its result into a dead input's buffer
     vector_math: bool = False  # transcendental functions expanded into vectorisable IR
+    fuse_rows: bool = False  # parallel loop nests over the same rows into one nest of per-row phases
+    block_checks: bool = False  # run-time checks of a block of iterations at once (vectorisable gathers)
     max_operands: int = 32  # inputs plus tables of one fused kernel
     runs_pipeline: bool = True  # its backend runs the target's pipelines (registered as <name>-O0 / <name>-O2)
     description: str = ""
@@ -77,6 +79,10 @@ class Target:
         if self.vector_math and not strict:
             steps.append("expand-math")
         steps.append("lower-ew-to-loop")
+        if opt == "O2" and self.fuse_rows:
+            steps.append("fuse-rows")
+        if opt == "O2" and self.block_checks:
+            steps.append("block-checks")
         return ",".join(steps)
 
 
@@ -101,6 +107,8 @@ TARGETS: dict[str, Target] = {
             fuse_gathers=True,
             inplace=True,
             vector_math=True,
+            fuse_rows=True,
+            block_checks=True,
             description="native code through llvmlite: aggressive fusion, inplace buffer reuse, vector math",
         ),
         Target(

@@ -35,6 +35,7 @@ PREFIX = "fuse-"
 
 # Every built-in pass of fuse_mlir.passes, by its registry name (tests/test_universe.py keeps this in step).
 PASSES = (
+    "block-checks",
     "canonicalize",
     "check-bounds",
     "contract-order",
@@ -45,6 +46,7 @@ PASSES = (
     "expand-math",
     "freeze",
     "fuse",
+    "fuse-rows",
     "grad",
     "inplace",
     "lower-ew-to-loop",

@@ -16,8 +16,8 @@ import pytest
 
 from benchmarks.contractions import SUITE, Case
 from fuse_mlir import Program
+from fuse_mlir.passes.conversions.gemm import gemm_layout
 from fuse_mlir.passes.transforms.contract_plan import ShapePlans, optimal_path, pair_cost
-from fuse_mlir.passes.transforms.gemm import gemm_layout
 
 TINY = {c: 2 + k for k, c in enumerate("abcdhijklmpqrsz")}  # distinct small extents, so a swapped axis shows
 

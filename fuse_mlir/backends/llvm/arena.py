@@ -40,30 +40,12 @@ from typing import Any
 import numpy as np
 
 from .jit import JitFunction, cached_runtime, register_symbol
+from .recycle import ALIGN, address, aligned_buffer, take
 
 __all__ = ["ALIGN", "CallState", "StatePool", "address", "aligned_buffer", "state_at"]
 
-ALIGN = 64
 HEADER = 4
 
-_addressof = ctypes.addressof
-_c_char = ctypes.c_char
-
-
-def address(a: np.ndarray) -> int:
-    """The data address of an array (the ctypes buffer route is ~4x faster than ``a.ctypes.data``)."""
-    try:
-        return _addressof(_c_char.from_buffer(a))
-    except (TypeError, ValueError, BufferError):
-        return a.ctypes.data
-
-
-def aligned_buffer(nbytes: int) -> tuple[np.ndarray, int, int]:
-    """A fresh ``uint8`` array with ``nbytes`` usable bytes at a 64-byte aligned address: (base, offset, address)."""
-    base = np.empty(nbytes + ALIGN, dtype=np.uint8)
-    addr = address(base)
-    off = (-addr) % ALIGN
-    return base, off, addr + off
 
 
 # --------------------------------------------------------------------------- states
@@ -165,9 +147,13 @@ class CallState:
         self.words[HEADER + self.n + k] = -1
 
     def restock(self, k: int, nbytes: int) -> None:
-        """Replace slot ``k``'s buffer (handed to the caller) by a fresh one of the same size, unclaimed."""
+        """Replace slot ``k``'s buffer (handed to the caller) by one of the same size, unclaimed.
+
+        The new buffer is one the caller released earlier when there is one (:mod:`.recycle`): its pages are
+        already faulted in.
+        """
         self.drop(k)
-        base, off, addr = aligned_buffer(nbytes)
+        base, off, addr = take(nbytes)
         self.own[k] = (base, off, addr, nbytes)
         self.by_addr[addr] = k
         self.words[HEADER + k] = addr

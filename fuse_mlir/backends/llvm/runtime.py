@@ -54,6 +54,7 @@ from . import (
 )
 from .arena import DATA_OFFSET, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
 from .jit import JitFunction, emit_assembly, jit_units, optimize_ir, register_symbol
+from .recycle import hand_out
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import MemRefType, ModuleOp
@@ -749,7 +750,7 @@ class NativeKernel:
         if ptr not in taken:
             k = state.by_addr.get(ptr)
             if k is not None:
-                b, off, _, cap = state.own[k]  # type: ignore[misc]
+                b, off, addr, cap = state.own[k]  # type: ignore[misc]
                 if nbytes <= cap:
                     taken.add(ptr)
                     if keep:
@@ -758,7 +759,7 @@ class NativeKernel:
                         view = state.views[(ptr, shape, dtype)] = _ndarray(shape, dtype, b, off)
                         return view.copy()
                     state.restock(k, cap)
-                    return _ndarray(shape, dtype, b, off)
+                    return hand_out(shape, dtype, b, off, addr, cap)
             e = state.extras.get(ptr)
             if e is not None and nbytes <= e[2]:
                 taken.add(ptr)

@@ -59,8 +59,8 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.abi import ArgEntry, ErrorEntry, HostCallEntry, LoopAbi, ResultEntry
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
 from fuse_mlir.dialects.locations import loc_text
+from fuse_mlir.passes.conversions.gemm import gemm_plan
 from fuse_mlir.passes.registry import register_pass
-from fuse_mlir.passes.transforms.gemm import gemm_plan
 
 I1 = IntegerType(1)
 I8 = IntegerType(8)

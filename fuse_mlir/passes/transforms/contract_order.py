@@ -27,9 +27,9 @@ from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.dtypes import accumulate_dtype, contract_dtype
+from fuse_mlir.passes.conversions.gemm import gemm_layout
 from fuse_mlir.passes.registry import register_pass
 from fuse_mlir.passes.transforms.contract_plan import Plan, optimal_path, path_of
-from fuse_mlir.passes.transforms.gemm import gemm_layout
 
 
 @register_pass
@@ -105,7 +105,7 @@ def step_orders(
     names: Sequence[Sequence[str]], out: Sequence[str], path: Sequence[tuple[int, int]], extents: dict[str, int]
 ) -> list[tuple[str, ...]]:
     """The axis order of each step's result: the last one is ``out``; every intermediate gets, top-down, the order
-    its consumer's GEMM reads without a copy (:func:`~fuse_mlir.passes.transforms.gemm.gemm_layout` with free operands), so
+    its consumer's GEMM reads without a copy (:func:`~fuse_mlir.passes.conversions.gemm.gemm_layout` with free operands), so
     the factor order written does not decide which copies are made."""
     live: list[tuple[str, int]] = [("leaf", k) for k in range(len(names))]
     children: list[list[tuple[str, int]]] = []
@@ -186,7 +186,7 @@ def explain_contractions(
     call's input shapes.
     """
     from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
-    from fuse_mlir.passes.transforms.gemm import blas_product, describe_gemm
+    from fuse_mlir.passes.conversions.gemm import blas_product, describe_gemm
 
     rows: list[dict[str, Any]] = []
     for site in plan.sites if plan is not None else []:

@@ -235,7 +235,14 @@ class Nest:
         work: list[SSAValue] = []
         if folds is not None:
             for o in inner_ops:
-                if isinstance(o, loop.ForOp) and o is not op and o.upper in free and is_const(parent.v(o.lower), 0):
+                # An inner loop over [0, free extent): its lower bound may be computed inside the nest.
+                if (
+                    isinstance(o, loop.ForOp)
+                    and o is not op
+                    and o.upper in free
+                    and o.lower in free
+                    and is_const(parent.v(o.lower), 0)
+                ):
                     w = parent.v(o.upper)
                     if w not in work:
                         work.append(w)

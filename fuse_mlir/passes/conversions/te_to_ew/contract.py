@@ -15,9 +15,9 @@ from xdsl.ir import SSAValue
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.dtypes import accumulate_dtype
+from fuse_mlir.passes.conversions.gemm import blas_product, gemm_layout
 from fuse_mlir.passes.conversions.te_to_ew.lowering import In, TeLowering, TeOpPattern
 from fuse_mlir.passes.scalar import Body
-from fuse_mlir.passes.transforms.gemm import blas_product, gemm_layout
 
 
 def contract(lo: TeLowering, ins: Sequence[In], out: Sequence[str], proj: str, dtype: np.dtype) -> SSAValue:
@@ -54,7 +54,7 @@ def _static(ins: Sequence[In]) -> dict[str, int]:
 
 def matmul(lo: TeLowering, ins: Sequence[In], out: list[str], ext: dict[str, SSAValue], dtype: np.dtype) -> SSAValue:
     """A float matrix product as ``ew.contract`` (BLAS), with operands or result copied first where the layouts
-    do not fit one GEMM (:func:`~fuse_mlir.passes.transforms.gemm.gemm_layout`)."""
+    do not fit one GEMM (:func:`~fuse_mlir.passes.conversions.gemm.gemm_layout`)."""
     layout = gemm_layout(ins[0].names, ins[1].names, out, _static(ins))
     ops = list(ins)
     if layout is not None:
