@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from fuse_mlir import Program
-from fuse_mlir.backends.llvm.executor import lower_to_loop
 from fuse_mlir.dialects import loop
 from fuse_mlir.ir import parse_mlir
+from fuse_mlir.passes.lowering import lower_to_loop
 from fuse_mlir.targets import get_target
 
 PROGRAMS = {
