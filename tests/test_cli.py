@@ -666,7 +666,9 @@ def test_fuse_opt_kernel_graph_is_small(capsys: pytest.CaptureFixture[str]) -> N
     assert rc == 0
     rc, ops, _ = run_opt(capsys, mlp, "-p", "O2", "--emit=dot", "--dot-detail=ops")
     assert rc == 0
-    assert len(kernels.splitlines()) < 120 < len(ops.splitlines())
+    # One node per kernel instead of per op: an order of magnitude smaller (the row kernels' cache fallbacks and the
+    # gathers' checked blocks add nodes of their own).
+    assert 10 * len(kernels.splitlines()) < len(ops.splitlines())
     assert kernels.count("kernel ") >= 5 and "math.fma" not in kernels
 
 

@@ -162,11 +162,13 @@ class Runner:
         with times:  # active through execute's prepare (the backend's compile)
             arrays = self._validate(given)  # the first call lowers here (the input signature)
             lowered = self.program.lower({k: v.dtype for k, v in arrays.items()}, self.options, warm=self._warm())
+            t0 = time.perf_counter()
             planned = self._shape_plans(lowered)
             if planned is not None:
                 lowered = planned.lowered_for(arrays)  # the contraction orders for these shapes (one lookup when seen)
-            # 0 once this dtype signature has been lowered
-            lower_seconds = self.program.frontend_seconds.get("lower-to-te", 0.0) - lowered_before
+            plan_seconds = time.perf_counter() - t0  # planning a new shape's products is compile time too
+            # 0 once this dtype signature has been lowered and these shapes planned
+            lower_seconds = self.program.frontend_seconds.get("lower-to-te", 0.0) - lowered_before + plan_seconds
             result = self.execute(lowered, arrays, out, compile_seconds=lower_seconds, stages=times)
         self.last_run = info = collect_run(lowered, self.options or LowerOptions(), result.exports)
         last = self._last_run() if info.groups else None
