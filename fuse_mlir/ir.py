@@ -8,6 +8,7 @@ and a caret, never as a Python traceback.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from weakref import WeakKeyDictionary
 
@@ -214,3 +215,17 @@ def print_module(module: ModuleOp, generic: bool = False) -> str:
     out = io.StringIO()
     Printer(stream=out, print_generic_format=generic).print_op(module)
     return out.getvalue() + "\n"
+
+
+def module_digest(module: ModuleOp) -> str:
+    """The sha256 (hex) of a module's text and of its ops' source locations, which the text leaves out.
+
+    Kernels are cached under it: two programs of the same structure share code, but their run-time error tables
+    carry each program's own locations, so the locations are part of the key.
+    """
+    digest = hashlib.sha256(print_module(module).encode())
+    for op in module.walk():
+        loc = source_loc(op)
+        if loc is not None:
+            digest.update(f"\n{loc.encode()}".encode())
+    return digest.hexdigest()

@@ -6,7 +6,6 @@ a lowered program without importing the others (the contract layer; see the modu
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -78,7 +77,7 @@ class Lowered:
     disk never constructs IR.
     """
 
-    __slots__ = ("_module", "inputs", "exports", "group_order", "sources", "fixpoints", "digest", "build")
+    __slots__ = ("_module", "inputs", "exports", "group_order", "sources", "fixpoints", "digest", "build", "nway")
 
     def __init__(
         self,
@@ -91,6 +90,7 @@ class Lowered:
         *,
         digest: str | None = None,
         build: Callable[[], ModuleOp] | None = None,
+        nway: bool | None = None,
     ):
         if module is None and build is None:
             raise ValueError("a Lowered needs its module or a function that builds it")
@@ -102,6 +102,7 @@ class Lowered:
         self.fixpoints = fixpoints if fixpoints is not None else []
         self.digest = digest
         self.build = build
+        self.nway = nway  # has products of 3+ factors planned per call's shapes (None: unknown, ask the module)
 
     @property
     def module(self) -> ModuleOp:
@@ -126,11 +127,12 @@ class Lowered:
         return self._module is not None
 
     def te_digest(self) -> str:
-        """The sha256 (hex) of the module's MLIR text: computed once, known without the module on a warm start."""
+        """The module's :func:`~fuse_mlir.ir.module_digest` (text and locations): computed once, known without the
+        module on a warm start."""
         if self.digest is None:
-            from fuse_mlir.ir import print_module
+            from fuse_mlir.ir import module_digest
 
-            self.digest = hashlib.sha256(print_module(self.module).encode()).hexdigest()
+            self.digest = module_digest(self.module)
         return self.digest
 
     def __repr__(self) -> str:

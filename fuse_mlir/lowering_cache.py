@@ -100,6 +100,7 @@ def load(key: str, sources: dict[str, np.ndarray], build: Callable[[], ModuleOp]
             fixpoints,
             digest=str(header["digest"]),
             build=build,
+            nway=bool(header.get("nway", True)),
         )
     except (KeyError, TypeError, ValueError):
         STATS["misses"] += 1
@@ -111,6 +112,7 @@ def load(key: str, sources: dict[str, np.ndarray], build: Callable[[], ModuleOp]
 def store(key: str, lowered: Lowered) -> None:
     """Index ``lowered`` under ``key`` (its module's digest is computed here if not yet known)."""
     from fuse_mlir.backends.llvm.diskcache import write_entry
+    from fuse_mlir.passes.transforms.contract_plan import ShapePlans
 
     header: dict[str, Any] = {
         "inputs": [[s.name, s.rank, s.dtype.str, s.loc.encode()] for s in lowered.inputs],
@@ -118,6 +120,7 @@ def store(key: str, lowered: Lowered) -> None:
         "group_order": list(lowered.group_order),
         "fixpoints": [[g.label, list(g.names), g.max_iters] for g in lowered.fixpoints],
         "digest": lowered.te_digest(),
+        "nway": ShapePlans.needed(lowered),  # a warm run builds the IR only when its products need planning
     }
     if write_entry(key, header, b"", KIND):
         STATS["stored"] += 1

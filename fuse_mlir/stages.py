@@ -121,3 +121,14 @@ def stage(name: str) -> Iterator[None]:
         seconds = time.perf_counter() - start
         for times in listeners:
             times.add(name, seconds)
+
+
+@contextmanager
+def unrecorded() -> Iterator[None]:
+    """Run the block with no collector listening: the runtime's own one-time setup (the thread pool, the BLAS
+    adapter, compiled once per process) is not a stage of the program being compiled."""
+    token = _ACTIVE.set(())
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)

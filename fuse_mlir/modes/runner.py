@@ -188,9 +188,9 @@ class Runner:
 
     def _shape_plans(self, lowered: Lowered) -> Any:
         """The per-shape contraction planner of ``lowered`` (:mod:`fuse_mlir.passes.transforms.contract_plan`), or None where
-        the target orders products itself (einsum backends), the module has no product of three or more factors,
-        or the lowering came from the warm start index without its IR (then the compile-time order serves)."""
-        if not lowered.has_module:
+        the target orders products itself (einsum backends) or the module has no product of three or more factors.
+        A lowering from the warm start index builds its IR here only when it has such products (``nway``)."""
+        if not lowered.has_module and lowered.nway is False:
             return None
         key = id(lowered.module)
         if key not in self._plans:

@@ -187,9 +187,9 @@ def compile_program(
         if isinstance(te_module, Lowered):
             digest = te_module.te_digest()
         else:
-            from fuse_mlir.ir import print_module
+            from fuse_mlir.ir import module_digest
 
-            digest = hashlib.sha256(print_module(te_module).encode()).hexdigest()
+            digest = module_digest(te_module)
         key = _key(digest, strict, opt, donated, pipeline, threads, parallel_min, check_bounds)
         with _LOCK:
             hit = _CACHE.get(key)

@@ -36,7 +36,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from fuse_mlir.stages import record
+from fuse_mlir.stages import record, unrecorded
 
 __all__ = [
     "FUSE_MAIN_TYPE",
@@ -296,10 +296,12 @@ def cached_runtime(tag: str, ir: str, name: str, fn_type: Any = FUSE_MAIN_TYPE) 
     entry = read_entry(key, "runtime")
     if entry is not None:
         try:
-            return load_object(entry[1], tuple(entry[0]["symbols"]), name=name, fn_type=fn_type)
+            with unrecorded():
+                return load_object(entry[1], tuple(entry[0]["symbols"]), name=name, fn_type=fn_type)
         except (JitError, KeyError, TypeError):
             pass
-    jf = jit_compile(ir, name=name, opt_level=2, fn_type=fn_type, keep_object=True)
+    with unrecorded():
+        jf = jit_compile(ir, name=name, opt_level=2, fn_type=fn_type, keep_object=True)
     if jf.object_code is not None:
         write_entry(key, {"symbols": list(jf.symbols)}, jf.object_code, "runtime")
     return jf
