@@ -56,6 +56,11 @@ def _literal(value: np.ndarray) -> str:
     return f"({text})" if text.startswith("-") else text
 
 
+def _slice_text(axis: te.AccessAxisAttr) -> str:
+    """A slice axis written as in the language, ``start:stop:step`` with absent bounds left empty."""
+    return ":".join("" if b is None else str(b) for b in axis.slice_bounds())
+
+
 def _list_literal(arr: np.ndarray) -> str:
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         raise FuseError("cannot print a constant holding inf or NaN as .fuse text")
@@ -315,26 +320,26 @@ class Unparser:
 
     def access(self, op: te.AccessOp) -> None:
         gathers = [self.ref(v, ns) for v, ns in zip(op.gathers, te.names_of_each(op.gather_indices))]
+        axes = op.axis_list()
         items = []
-        for a in te.names_of(op.axes):
-            if a.startswith("#"):
-                items.append(a[1:])
-            elif a.startswith("$"):
-                items.append(gathers[int(a[1:])])
-            elif a.startswith("s:"):
-                items.append(a[2:].split("@", 1)[0])
-            elif "+" in a or ("-" in a and a.rsplit("-", 1)[1].isdigit()):
-                sep = "+" if "+" in a else "-"
-                name, off = a.rsplit(sep, 1)
-                items.append(f"{self.index(name)}{sep}{off}")
+        for a in axes:
+            kind = a.axis_kind
+            if kind == te.AxisKind.POSITION:
+                items.append(str(a.value))
+            elif kind == te.AxisKind.GATHER:
+                items.append(gathers[a.value])
+            elif kind == te.AxisKind.SLICE:
+                items.append(_slice_text(a))
+            elif kind == te.AxisKind.OFFSET:
+                items.append(f"{self.index(a.index_name)}{a.value:+d}")
             else:
-                items.append(self.index(a))
+                items.append(self.index(a.index_name))
         src = self.names.get(op.source)
         if src is None:
             raise FuseError("cannot print a read of a literal as .fuse text")
         out = te.names_of(op.indices)
         # A sliced axis is named by its slice text, on the left-hand side too.
-        slice_of = {a.split("@", 1)[1]: a[2:].split("@", 1)[0] for a in te.names_of(op.axes) if a.startswith("s:")}
+        slice_of = {a.index_name: _slice_text(a) for a in axes if a.axis_kind == te.AxisKind.SLICE}
         if any(text.startswith("-") for text in slice_of.values()):
             raise FuseError(
                 "cannot print a slice with a negative start as .fuse text (a left-hand side cannot name it)"

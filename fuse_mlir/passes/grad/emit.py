@@ -181,8 +181,11 @@ class Emitter:
         )
         return T(self.op(op).results[0], out)
 
-    def access(self, src: T, axes: Sequence[str], out: Sequence[str], gathers: Sequence[T] = (), loc: str = "") -> T:
-        """Read ``src`` through ``axes`` (one per axis: a name, ``#p``, ``i+k``, a slice or ``$m``)."""
+    def access(
+        self, src: T, axes: Sequence[te.AccessAxisAttr | str], out: Sequence[str], gathers: Sequence[T] = ()
+    ) -> T:
+        """Read ``src`` through ``axes`` (one :class:`~fuse_mlir.dialects.tensor_eq.AccessAxisAttr` per axis: a
+        name, an offset, a position, a slice or a gather; a plain string is a name)."""
         op = te.AccessOp(
             src.value,
             list(axes),
@@ -190,8 +193,6 @@ class Emitter:
             self.ttype(src.dtype, len(out)),
             [g.value for g in gathers],
             [g.names for g in gathers],
-            [],
-            loc,
         )
         return T(self.op(op).results[0], tuple(out))
 

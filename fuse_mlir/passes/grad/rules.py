@@ -281,7 +281,7 @@ def place_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T
     """A value written at fixed positions reads its adjoint back from those positions."""
     assert isinstance(op, te.PlaceOp)
     (x,) = operands(op)
-    axes = [f"#{p}" if p >= 0 else n for n, p in zip(g.names, op.position_list())]
+    axes = [te.AccessAxisAttr.position(p) if p >= 0 else n for n, p in zip(g.names, op.position_list())]
     return [em.access(g, axes, x.names) if want[0] else None]
 
 
@@ -301,7 +301,7 @@ def concat_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
             if offset is not None:
                 pos = em.map("add", pos, offset)
             kept = [m for m in g.names if m != axis]
-            d = em.access(g, ["$0" if m == axis else m for m in g.names], [*kept, fresh], [pos])
+            d = em.access(g, [te.AccessAxisAttr.gather(0) if m == axis else m for m in g.names], [*kept, fresh], [pos])
             target = [fresh if m == part else m for m in x.names]
             out.append(rename(_unbroadcast(em, d, T(x.value, tuple(target))), x.names))
         else:
@@ -321,7 +321,7 @@ def flatten_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list
     ni, nj = em.dim(x, x.names[-2]), em.dim(x, x.names[-1])
     pos = em.map("add", em.map("mul", em.iota(ni, i), em.extent_scalar(nj)), em.iota(nj, j))
     rest = list(g.names[:-1])
-    d = em.access(g, [*rest, "$0"], [*rest, i, j], [pos])
+    d = em.access(g, [*rest, te.AccessAxisAttr.gather(0)], [*rest, i, j], [pos])
     return [rename(d, x.names)]
 
 
@@ -334,51 +334,44 @@ def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
     src = op.source
     if not want[0]:
         return [None] * len(op.operands)
-    axes = te.names_of(op.axes)
+    axes = op.axis_list()
     out_names = g.names
-    plain = [a for a in axes if _is_name(a)]
+    plain = [a.index_name for a in axes if a.axis_kind == te.AxisKind.NAME]
     none = [None] * len(op.gathers)
     if len(plain) == len(set(plain)) and set(plain) == set(out_names) and not op.gathers:
         if len(plain) == len(axes):
-            return [em.contract([g], axes), *none]
-        if all(_is_name(a) or a.startswith("#") for a in axes):
-            fresh = [a if _is_name(a) else em.fresh() for a in axes]
-            fixed = [em.dim(T(src, tuple(fresh)), f) for a, f in zip(axes, fresh) if not _is_name(a)]
-            positions = [-1 if _is_name(a) else int(a[1:]) for a in axes]
+            return [em.contract([g], plain), *none]
+        if all(a.axis_kind in (te.AxisKind.NAME, te.AxisKind.POSITION) for a in axes):
+            fresh = [a.index_name if a.axis_kind == te.AxisKind.NAME else em.fresh() for a in axes]
+            fixed = [em.dim(T(src, tuple(fresh)), f) for a, f in zip(axes, fresh) if a.axis_kind != te.AxisKind.NAME]
+            positions = [-1 if a.axis_kind == te.AxisKind.NAME else a.value for a in axes]
             return [em.place(g, positions, fresh, fixed), *none]
     src_names: list[str] = []
     factors: list[T] = []
     seen: set[str] = set()
     gathers = [T(v, ns) for v, ns in zip(op.gathers, te.names_of_each(op.gather_indices))]
     for k, a in enumerate(axes):
-        if _is_name(a) and a not in seen:
-            seen.add(a)
-            src_names.append(a)
+        kind, name = a.axis_kind, a.index_name
+        if kind == te.AxisKind.NAME and name not in seen:
+            seen.add(name)
+            src_names.append(name)
             continue
         s = em.fresh()
         src_names.append(s)
         n = em.op(te.DimOp(src, k)).results[0]
         at = em.iota(n, s)
-        if _is_name(a):
-            pos = em.iota(em.dim(g, a), a)
-        elif a.startswith("#"):
-            pos = em.const(int(a[1:]), np.dtype(np.int64))
-        elif a.startswith("$"):
-            pos = gathers[int(a[1:])]
-        elif a.startswith("s:"):
-            text = a.split("@", 1)[1]
-            pos = em.access(T(at.value, ("_p",)), [a], [text])
-        else:
-            sep = "+" if "+" in a else "-"
-            name, off = a.rsplit(sep, 1)
-            shift = int(off) if sep == "+" else -int(off)
-            pos = em.map("add", em.iota(em.dim(g, name), name), em.const(shift, np.dtype(np.int64)))
+        if kind == te.AxisKind.NAME:  # a repeated name: a diagonal
+            pos = em.iota(em.dim(g, name), name)
+        elif kind == te.AxisKind.POSITION:
+            pos = em.const(a.value, np.dtype(np.int64))
+        elif kind == te.AxisKind.GATHER:
+            pos = gathers[a.value]
+        elif kind == te.AxisKind.SLICE:
+            pos = em.access(T(at.value, ("_p",)), [a], [name])
+        else:  # an offset: positions index + value
+            pos = em.map("add", em.iota(em.dim(g, name), name), em.const(a.value, np.dtype(np.int64)))
         factors.append(em.map("eq", at, pos))
     return [em.contract([g, *factors], src_names), *none]
-
-
-def _is_name(axis: str) -> bool:
-    return not (axis.startswith(("#", "$", "s:")) or "+" in axis or ("-" in axis and axis.rsplit("-", 1)[1].isdigit()))
 
 
 RULES: dict[type[Operation], Rule] = {
