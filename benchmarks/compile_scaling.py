@@ -146,7 +146,7 @@ GROUPS = {  # table columns: stage names summed into each
     "te→ew": ("contract-order", "lower-te-to-ew"),
     "passes": ("dedup", "fuse", "inplace", "expand-math", "schedule", "canonicalize", "cse", "dce"),
     "ew→loop": ("lower-ew-to-loop",),
-    "loop→llvm": ("loop-to-llvm",),
+    "loop→llvm": ("lower-loop-to-llvm",),
     "emit IR": ("emit-llvm-ir",),
     "llvmlite": ("llvm-parse", "llvm-optimize", "llvm-codegen", "llvm-load"),
 }

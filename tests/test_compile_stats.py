@@ -26,7 +26,7 @@ export P, S
 
 INPUTS = {"W": np.ones((3, 2)), "X": np.arange(8.0).reshape(4, 2), "B": np.zeros(3)}
 
-LLVM_STAGES = ["loop-to-llvm", "emit-llvm-ir", "llvm-parse", "llvm-optimize", "llvm-codegen"]
+LLVM_STAGES = ["lower-loop-to-llvm", "emit-llvm-ir", "llvm-parse", "llvm-optimize", "llvm-codegen"]
 
 
 def test_llvm_compile_reports_every_stage_in_order() -> None:
@@ -35,7 +35,7 @@ def test_llvm_compile_reports_every_stage_in_order() -> None:
     stats = runner.compile_stats
     names = list(stats)
     expected = ["parse", "resolve", "lower-to-te", "contract-order", "lower-te-to-ew", "dedup", "fuse", "inplace"]
-    expected += ["lower-ew-to-loop", "loop-to-llvm", "emit-llvm-ir"]
+    expected += ["lower-ew-to-loop", "lower-loop-to-llvm", "emit-llvm-ir"]
     assert [n for n in names if n in expected] == expected
     # LLVM's stages (also run earlier by first-use helpers a process compiles, such as the thread pool)
     assert set(LLVM_STAGES) <= set(names)

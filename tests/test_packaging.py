@@ -52,4 +52,4 @@ def test_ci_runs_the_readme_command_and_the_static_checks() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     first = readme[readme.index("```bash") + 1 : readme.index("```bash") + 3]
     assert all(line.startswith("python3 -m venv .venv && . .venv/bin/activate && ") for line in first)
-    assert first[1].endswith("python -m pip install '.[test]' && python -m pytest")
+    assert first[1].endswith("python -m pip install '.[test]' && python -m pytest -n auto")

@@ -279,7 +279,7 @@ class Runner:
         Stages in the order they first ran: ``parse`` and ``resolve`` (when the
         program was made), ``lower-to-te``, each pass by name (``fuse``,
         ``dedup``, ``lower-ew-to-loop``, ...), and for the llvm backend
-        ``loop-to-llvm``, ``emit-llvm-ir``, ``llvm-parse``, ``llvm-optimize``,
+        ``lower-loop-to-llvm``, ``emit-llvm-ir``, ``llvm-parse``, ``llvm-optimize``,
         ``llvm-codegen`` (or ``llvm-load`` for a kernel from the disk cache).
         A call that compiled nothing adds nothing.
         """

@@ -460,7 +460,6 @@ class NativeKernel:
         spec = KernelSpec.from_module(module, constants or {})
         lowered = lower_to_llvm(module, strict=strict, threads=threads, parallel_min=parallel_min)
         t1 = time.perf_counter()
-        record("loop-to-llvm", t1 - t0)
         self._llvm_module: ModuleOp | None = lowered
         self._llvm_ir: str | None = None
         units = emit_llvm_units(lowered)
