@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,3 +127,21 @@ def test_unknown_backend():
 def test_program_from_missing_file():
     with pytest.raises(FuseError, match="cannot read program"):
         Program.from_file("/no/such/file.fuse")
+
+
+@pytest.mark.parametrize("backend", ["llvm", "torch", "jax"])
+def test_relowered_programs_never_reuse_a_stale_binding(tmp_path: Path, backend: str) -> None:
+    """Backends keep per-lowering state weakly, never by id(): after replace_sources each call's lowering is new,
+    and a freed lowering's id (reused by CPython) must not find its old kernel binding and its old sources."""
+    if backend != "llvm":
+        pytest.importorskip(backend)
+    np.save(tmp_path / "w.npy", np.zeros(3))
+    prog = Program('W[i] = "w.npy"\nL = W[i] W[i] + 2.0\nexport L\n', str(tmp_path / "p.fuse"), tmp_path)
+    grad = prog.grad("L", ["W"])
+    runner = grad.compile(backend)
+    for step in range(40):
+        w = np.arange(3.0) + step
+        grad.replace_sources({"W": w})
+        out = runner()
+        assert float(out["L"]) == pytest.approx(float(w @ w) + 2.0)
+        np.testing.assert_allclose(out["dL_dW"], 2 * w)

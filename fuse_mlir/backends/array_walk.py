@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import string
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -899,7 +900,9 @@ class ArrayExecutor:
     return_type: str = "numpy"
 
     def __init__(self, target: str | None = None, opt_level: str | int = "O2") -> None:
-        self._programs: dict[int, tuple[TeWalker, Callable[..., WalkOutput]]] = {}
+        self._programs: weakref.WeakKeyDictionary[Any, tuple[TeWalker, Callable[..., WalkOutput]]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.target = target
         self.opt_level = normalise_opt_level(opt_level)
 
@@ -921,7 +924,7 @@ class ArrayExecutor:
         return self.ops.asarray(array)
 
     def program_for(self, lowered: Lowered) -> tuple[TeWalker, Callable[..., WalkOutput]]:
-        key = id(lowered.module)
+        key = lowered.module  # held weakly: a module that is gone takes its entry with it (ids are reused)
         hit = self._programs.get(key)
         if hit is None:
             walker = TeWalker(self.pipeline_module(lowered), self.ops)

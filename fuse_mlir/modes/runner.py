@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +65,8 @@ class Runner:
     _fast: dict[tuple, tuple[Any, Lowered]] = field(default_factory=dict, repr=False)  # names -> (call, lowered)
     _stages: dict[str, float] = field(default_factory=dict, repr=False)  # compile_stats, less the frontend's
     _fast_version: int = field(default=0, repr=False)  # the program's sources_version the direct paths were bound at
-    _plans: dict[int, Any] = field(default_factory=dict, repr=False)  # id(module) -> ShapePlans or None
+    # module -> ShapePlans or None, held weakly (a module that is gone takes its entry with it; ids are reused)
+    _plans: weakref.WeakKeyDictionary[Any, Any] = field(default_factory=weakref.WeakKeyDictionary, repr=False)
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         out = None
@@ -192,7 +194,7 @@ class Runner:
         A lowering from the warm start index builds its IR here only when it has such products (``nway``)."""
         if not lowered.has_module and lowered.nway is False:
             return None
-        key = id(lowered.module)
+        key = lowered.module
         if key not in self._plans:
             from fuse_mlir.passes.transforms.contract_plan import ShapePlans
             from fuse_mlir.targets import TARGETS
@@ -203,7 +205,7 @@ class Runner:
             plans = ShapePlans(lowered) if loop_level and ShapePlans.needed(lowered) else None
             self._plans[key] = plans
             if plans is not None:
-                plans.on_variant = lambda v: self._plans.__setitem__(id(v.module), plans)
+                plans.on_variant = lambda v: self._plans.__setitem__(v.module, plans)
         return self._plans[key]
 
     def _contractions(self, lowered: Lowered, shapes: dict[str, tuple[int, ...]]) -> Any:
@@ -213,7 +215,7 @@ class Runner:
         target = TARGETS.get(self.backend)
         if target is None or target.level != "loop":
             return None
-        plans = self._plans.get(id(lowered.module)) if lowered.has_module else None
+        plans = self._plans.get(lowered.module) if lowered.has_module else None
 
         def rows() -> list[dict[str, Any]]:
             from fuse_mlir.passes.transforms.contract_order import explain_contractions

@@ -15,6 +15,7 @@ import gc
 import hashlib
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -268,7 +269,9 @@ class NativeExecutor:
     threads: int | None = None
     parallel_min: int | None = None
     check_bounds: bool | None = None
-    compiled: dict[int, CompiledProgram] = field(default_factory=dict)
+    # Per lowering, held weakly: a lowering that is gone (a gradient program re-lowered after replace_sources, say)
+    # takes its entries with it, and a new one never finds an old one's by a reused id.
+    compiled: weakref.WeakKeyDictionary[Lowered, CompiledProgram] = field(default_factory=weakref.WeakKeyDictionary)
     supports_out: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -277,7 +280,7 @@ class NativeExecutor:
             self.donate = (self.donate,)
         self.donate = tuple(sorted(self.donate))
         self._donate = frozenset(self.donate)
-        self._bound: dict[int, _Bound] = {}
+        self._bound: weakref.WeakKeyDictionary[Lowered, _Bound] = weakref.WeakKeyDictionary()
         self.threads, self.parallel_min = resolve_threads(self.threads, self.parallel_min)
         self.check_bounds = checked_build(self.check_bounds)
 
@@ -288,7 +291,7 @@ class NativeExecutor:
         return bool(self.cache)
 
     def program_for(self, lowered: Lowered) -> CompiledProgram:
-        key = id(lowered)
+        key = lowered
         if key not in self.compiled:
             unknown = sorted(self._donate - {s.name for s in lowered.inputs})
             if unknown:
@@ -313,9 +316,9 @@ class NativeExecutor:
         self._bind(lowered)
 
     def _bind(self, lowered: Lowered) -> _Bound:
-        b = self._bound.get(id(lowered))
+        b = self._bound.get(lowered)
         if b is None:
-            b = self._bound[id(lowered)] = _Bound(self.program_for(lowered), lowered, self._donate)
+            b = self._bound[lowered] = _Bound(self.program_for(lowered), lowered, self._donate)
         return b
 
     def _run(self, b: _Bound, inputs: Mapping[str, Any], out: Mapping[str, Any] | None) -> list[np.ndarray]:

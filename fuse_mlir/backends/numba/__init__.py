@@ -17,6 +17,7 @@ import hashlib
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -126,10 +127,11 @@ class NumbaExecutor:
         self.check_bounds = checked_build(check_bounds)
         self.opt_level = opt_level
         self.return_type = check_return_type(return_type)
-        self.compiled: dict[int, NumbaProgram] = {}
+        # Per module, held weakly: a module that is gone takes its entry with it (ids are reused).
+        self.compiled: weakref.WeakKeyDictionary[Any, NumbaProgram] = weakref.WeakKeyDictionary()
 
     def program_for(self, lowered: Lowered) -> NumbaProgram:
-        key = id(lowered.module)
+        key = lowered.module
         if key not in self.compiled:
             self.compiled[key] = compile_numba(lowered.module, self.parallel, self.opt_level, self.check_bounds)
         return self.compiled[key]
