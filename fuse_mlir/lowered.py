@@ -77,7 +77,18 @@ class Lowered:
     disk never constructs IR.
     """
 
-    __slots__ = ("_module", "inputs", "exports", "group_order", "sources", "fixpoints", "digest", "build", "nway", "__weakref__")
+    __slots__ = (
+        "_module",
+        "inputs",
+        "exports",
+        "group_order",
+        "sources",
+        "fixpoints",
+        "digest",
+        "build",
+        "nway",
+        "__weakref__",
+    )
 
     def __init__(
         self,

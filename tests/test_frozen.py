@@ -147,7 +147,7 @@ def _two_kernels(first: str, second: str) -> str:
     )
     kernel = (
         "  %{out} = ew.generic ins(%x : tensor<?xf64>) tables(:) extents(%n) attributes {{maps = [[0]], "
-        'iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]}} -> tensor<?xf64> {{\n  ^bb0(%v: f64):\n{body}  }}\n'
+        "iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]}} -> tensor<?xf64> {{\n  ^bb0(%v: f64):\n{body}  }}\n"
     )
     tail = '  te.export %a, %b {names = ["A", "B"]} : tensor<?xf64>, tensor<?xf64>\n}\n'
     return head + kernel.format(out="a", body=first) + kernel.format(out="b", body=second) + tail

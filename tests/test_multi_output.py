@@ -53,7 +53,7 @@ def test_two_reductions_one_loop_nest(parallel_rows):
     module = row_stats(kinds, parallel_rows)
     module.verify()
     text = print_module(module)
-    assert 'kind = [#ew.kind<sum>, #ew.kind<max>, #ew.kind<min>]' in text
+    assert "kind = [#ew.kind<sum>, #ew.kind<max>, #ew.kind<min>]" in text
     assert print_module(parse_mlir(text, "m.mlir")) == text
     x = np.random.default_rng(0).standard_normal((5, 7))
     axis = 1 if parallel_rows else 0

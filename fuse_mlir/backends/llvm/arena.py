@@ -47,7 +47,6 @@ __all__ = ["ALIGN", "CallState", "StatePool", "address", "aligned_buffer", "stat
 HEADER = 4
 
 
-
 # --------------------------------------------------------------------------- states
 
 

@@ -50,7 +50,6 @@ def aligned_buffer(nbytes: int) -> tuple[np.ndarray, int, int]:
     return base, off, addr + off
 
 
-
 __all__ = ["ALIGN", "POOL_BYTES", "address", "aligned_buffer", "hand_out", "pool_bytes", "take"]
 
 POOL_BYTES = int(os.environ.get("FUSE_POOL_BYTES", str(1 << 30)))

@@ -89,9 +89,7 @@ def sample_ops(module: ModuleOp, sampled: list[int], samples: int) -> list[Input
                 operands.append(v)
                 each.append(list(ns))
                 continue
-            axes = [
-                te.AccessAxisAttr.gather(hit.index(n)) if n in tables else te.AccessAxisAttr.named(n) for n in ns
-            ]
+            axes = [te.AccessAxisAttr.gather(hit.index(n)) if n in tables else te.AccessAxisAttr.named(n) for n in ns]
             out = [n for n in ns if n not in tables] + [s]
             acc = te.AccessOp(
                 v,

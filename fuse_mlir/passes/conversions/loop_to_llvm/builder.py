@@ -370,4 +370,3 @@ class FunctionBuilder:
             body=self.region,
             other_props=props,
         )
-
