@@ -71,7 +71,10 @@ def warm_key(
     if any(Path(s.path).suffix.lower() in FACT_SUFFIXES for s in resolved.sources):
         return None
     h = hashlib.sha256(f"fuse-lowering 1|{_versions()}\n".encode())
-    h.update(repr(resolved).encode())
+    from fuse_mlir.frontend.parser import recursion_room
+
+    with recursion_room():  # the resolved program's repr walks its expressions recursively (parser.MAX_OPERATORS)
+        h.update(repr(resolved).encode())
     h.update(f"\n{[(n, np.dtype(d).str) for n, d in dtypes]}\n{options!r}\n".encode())
     for name in sorted(sources):
         a = sources[name]

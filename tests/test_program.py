@@ -145,3 +145,11 @@ def test_relowered_programs_never_reuse_a_stale_binding(tmp_path: Path, backend:
         out = runner()
         assert float(out["L"]) == pytest.approx(float(w @ w) + 2.0)
         np.testing.assert_allclose(out["dL_dW"], 2 * w)
+
+
+def test_deep_expressions_go_through_the_warm_start_index() -> None:
+    """The warm-start key reads the resolved program recursively: a 1500-term sum (within the parser's operator
+    limit) must key, lower and run like any program, not raise RecursionError (found by the mutation fuzzer)."""
+    src = "Y[i] = " + " + ".join(["X[i]"] * 1500) + "\nexport Y\n"
+    runner = Program(src).compile("llvm")
+    np.testing.assert_allclose(runner(X=np.ones(3))["Y"], np.full(3, 1500.0))

@@ -52,11 +52,14 @@ builtin.module {
 
 // KERNELS: digraph "module" {
 // KERNELS: [label="loop.arg \"X\"", shape=ellipse];
-// The first layer (6x5 by 5x4, static: 240 FLOPs) is a loop nest, too small for BLAS; the second one's input is
-// a computed (dynamic-extent) tensor, so it goes to BLAS.
-// KERNELS: [label="kernel 1: loop.for (depth 3)\naddf, mulf", style=filled
-// KERNELS: [label="kernel 2: loop.for (depth 2)\naddf, maximumf", style=filled
-// KERNELS: [label="kernel 4: loop.gemm", style=filled
+// The first layer (6x5 by 5x4, static: 240 FLOPs) is a loop nest, too small for BLAS: fuse-rows joins its
+// product and its bias+relu into one nest over the rows (kernel 1), with the two unfused nests kept as the
+// fallback for rows too big for the cache (kernels 2, 3). The second layer's input is a computed
+// (dynamic-extent) tensor, so it goes to BLAS.
+// KERNELS: [label="kernel 1: loop.for (depth 3)\naddf, maximumf, mulf", style=filled
+// KERNELS: [label="kernel 2: loop.for (depth 3)\naddf, mulf", style=filled
+// KERNELS: [label="kernel 3: loop.for (depth 2)\naddf, maximumf", style=filled
+// KERNELS: [label="kernel 5: loop.gemm", style=filled
 // KERNELS: [color="#aa3377", label="writes"];
 // KERNELS-NOT: arith.constant
 // KERNELS-NOT: math.fma
