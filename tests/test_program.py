@@ -153,3 +153,25 @@ def test_deep_expressions_go_through_the_warm_start_index() -> None:
     src = "Y[i] = " + " + ".join(["X[i]"] * 1500) + "\nexport Y\n"
     runner = Program(src).compile("llvm")
     np.testing.assert_allclose(runner(X=np.ones(3))["Y"], np.full(3, 1500.0))
+
+
+def test_free_indices_of_a_long_sum_are_computed_once_per_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lowering asks for the free indices of every prefix of a long sum; each node's are computed once (a
+    2000-term sum inside a fn took 9 s to lower before: the mutation fuzzer's hang), so the work grows linearly."""
+    from fuse_mlir.frontend import resolve
+
+    calls = 0
+    inner = resolve._free_indices
+
+    def counting(expr):  # noqa: ANN001, ANN202
+        nonlocal calls
+        calls += 1
+        return inner(expr)
+
+    monkeypatch.setattr(resolve, "_free_indices", counting)
+    resolve._FREE.clear()
+    n = 1000
+    src = "fn total(a[x]) -> s { s = " + " + ".join(["a[x]"] * n) + " }\nY[i] = total(X[i])\nexport Y\n"
+    # s has no index: the sum over x of n copies of a[x], so 3n for three ones
+    np.testing.assert_allclose(Program(src).compile("reference")(X=np.ones(3))["Y"], np.full(3, 3.0 * n))
+    assert calls < 20 * n

@@ -158,8 +158,25 @@ def other_arg_indices(arg_indices: list[list[str]], k: int) -> set[str]:
     return {n for j, names in enumerate(arg_indices) if j != k for n in names}
 
 
+_FREE: dict[int, tuple[A.Expr, tuple[str, ...]]] = {}
+"""Memo of :func:`free_indices` by node identity (the node is kept, so its id cannot be reused while cached):
+the lowering asks for the free indices of every prefix of a long sum, which without it costs O(n^2)."""
+_FREE_MAX = 1 << 18
+
+
 def free_indices(expr: A.Expr) -> list[str]:
     """The index names an expression ranges over, in order of first appearance (before projection)."""
+    hit = _FREE.get(id(expr))
+    if hit is not None and hit[0] is expr:
+        return list(hit[1])
+    names = _free_indices(expr)
+    if len(_FREE) >= _FREE_MAX:
+        _FREE.clear()
+    _FREE[id(expr)] = (expr, tuple(names))
+    return names
+
+
+def _free_indices(expr: A.Expr) -> list[str]:
     match expr:
         case A.TensorRef(indices=None):
             return []
