@@ -266,24 +266,13 @@ def load_object(
 ) -> JitFunction:
     """Link an object made by :func:`jit_compile` (``keep_object``) into a new engine; return ``name`` from it."""
     _resolve(symbols)
-    with _lock:
-        t0 = time.perf_counter()
-        tm = _target_machine(0, jit=True)
-        empty = llvm.parse_assembly("")
-        empty.triple = tm.triple
-        empty.data_layout = str(tm.target_data)
-        engine = llvm.create_mcjit_compiler(empty, tm)
-        try:
-            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        except RuntimeError as err:
-            raise JitError(f"cannot load cached machine code: {err}") from None
-        engine.finalize_object()
-        address = engine.get_function_address(name)
-        t1 = time.perf_counter()
-    if not address:
-        raise JitError(f"the cached object defines no function @{name}")
-    record("llvm-load", t1 - t0)
-    return JitFunction(fn_type(address), address, engine, {"load": t1 - t0}, obj, symbols)
+    t0 = time.perf_counter()
+    jf = _link([obj], symbols, name, fn_type)
+    seconds = time.perf_counter() - t0
+    record("llvm-load", seconds)
+    jf.timings = {"load": seconds}
+    jf.object_code = obj
+    return jf
 
 
 def cached_runtime(tag: str, ir: str, name: str, fn_type: Any = FUSE_MAIN_TYPE) -> JitFunction:
@@ -401,11 +390,11 @@ def _link(objects: list[bytes], symbols: tuple[str, ...], name: str, fn_type: An
             for obj in objects:
                 engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         except RuntimeError as err:
-            raise JitError(f"cannot load machine code: {err}") from None
+            raise JitError(f"cannot load machine code (a damaged cache entry?): {err}") from None
         engine.finalize_object()
         address = engine.get_function_address(name)
     if not address:
-        raise JitError(f"the compiled units define no function @{name}")
+        raise JitError(f"the machine code defines no function @{name}")
     return JitFunction(fn_type(address), address, engine, {}, None, symbols)
 
 
