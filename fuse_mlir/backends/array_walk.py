@@ -1,15 +1,18 @@
 """One tensor_eq walker for the array frameworks (torch, jax), parameterised by an array namespace.
 
 The walker evaluates a tensor_eq module op by op, as the reference
-interpreter does, but every array operation goes through an
-:class:`ArrayOps` object (the framework's kernel table: einsum, gathers,
-reductions, elementwise math, ...). The torch backend runs it eagerly or
+interpreter does and with the same registration shape (one handler per op
+class in an :class:`~fuse_mlir.interp.registry.OpTable`, reading the per-op
+plans of :mod:`fuse_mlir.interp.plans`), but every array operation goes
+through an :class:`~fuse_mlir.backends.array_ops.ArrayOps` object (the
+framework's kernel table: einsum, gathers, reductions, elementwise math,
+...). The torch backend runs it eagerly or
 wraps it in ``torch.compile``; the jax backend traces it once inside
 ``jax.jit`` into one XLA computation.
 
 Shapes are static for the walker (as under ``jax.jit``): extent checks,
 positions and empty-axis errors are raised while walking, from shapes alone,
-with the reference's messages (:func:`fuse_mlir.interp.reference.access_plan`
+with the reference's messages (:func:`fuse_mlir.interp.plans.access_plan`
 is shared). Data-dependent errors (a gathered index out of range, an integer
 raised to a negative integer power) cannot be raised inside a traced
 function, so the walker clamps the indices, returns ``(bad, value, extent)``
@@ -20,7 +23,6 @@ failure on the host after the call.
 from __future__ import annotations
 
 import math
-import string
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -31,17 +33,31 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
+from fuse_mlir.backends.array_ops import Array, ArrayOps, array_size
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import source_loc as _loc
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.dtypes import accumulate_dtype
-from fuse_mlir.interp.reference import _loc, access_plan
+from fuse_mlir.interp.plans import (
+    access_op_plan,
+    access_plan,
+    axis_plan,
+    block_plan,
+    broadcast_plan,
+    concat_plan,
+    contract_plan,
+    einsum_spec,
+    index_constant,
+    map_plan,
+    place_plan,
+    reduce_plan,
+)
+from fuse_mlir.interp.registry import OpTable
 from fuse_mlir.lowered import Lowered, RunResult
 from fuse_mlir.passes.pipeline import Pipeline
 from fuse_mlir.targets import normalise_opt_level
-
-Array = Any
 
 # Where the float math of these map functions runs in the result's dtype (as the reference's ``_as_float``).
 _COMPUTE_IN_RESULT = {
@@ -65,289 +81,6 @@ _COMPUTE_IN_RESULT = {
     "maximum",
     "minimum",
 }
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_GELU_A = 0.044715
-_GELU_CLIP = 10.0  # as numpy_builtins: tanh's argument is beyond 43 there, where tanh is exactly +-1
-
-
-class ArrayOps:
-    """A framework's kernel table: the array operations the walker needs, with NumPy's names and semantics.
-
-    Subclasses implement the primitives; the builtins (softmax, gelu, rope,
-    attention, ...) are written once here on top of them.
-    """
-
-    name = "arrays"
-
-    # -- primitives (framework specific) ------------------------------------------
-
-    def asarray(self, x: np.ndarray) -> Array:
-        raise NotImplementedError
-
-    def to_numpy(self, x: Array) -> np.ndarray:
-        raise NotImplementedError
-
-    def astype(self, x: Array, dtype: np.dtype) -> Array:
-        raise NotImplementedError
-
-    def numpy_dtype(self, x: Array) -> np.dtype:
-        raise NotImplementedError
-
-    def argmax_bool(self, flags: Array) -> Array:
-        """The position of the first true entry of a 1-d boolean array (0 when none)."""
-        raise NotImplementedError
-
-    def zeros(self, shape: Sequence[int], dtype: np.dtype) -> Array:
-        raise NotImplementedError
-
-    def arange(self, n: int) -> Array:
-        """0..n-1 as int64."""
-        raise NotImplementedError
-
-    def transpose(self, x: Array, perm: Sequence[int]) -> Array:
-        raise NotImplementedError
-
-    def reshape(self, x: Array, shape: Sequence[int]) -> Array:
-        raise NotImplementedError
-
-    def broadcast_to(self, x: Array, shape: Sequence[int]) -> Array:
-        raise NotImplementedError
-
-    def einsum(self, spec: str, *xs: Array) -> Array:
-        raise NotImplementedError
-
-    def where(self, c: Array, a: Array, b: Array) -> Array:
-        raise NotImplementedError
-
-    def reduce(self, x: Array, axes: tuple[int, ...], kind: str, keepdims: bool = False) -> Array:
-        """``kind`` in sum/max/min/mean/prod/any over ``axes`` (any gives bool)."""
-        raise NotImplementedError
-
-    def unary(self, fn: str, x: Array) -> Array:
-        """exp/log/sqrt/abs/tanh/sin/cos/isfinite/floor elementwise."""
-        raise NotImplementedError
-
-    def maximum(self, a: Array, b: Array) -> Array:
-        raise NotImplementedError
-
-    def minimum(self, a: Array, b: Array) -> Array:
-        raise NotImplementedError
-
-    def power(self, a: Array, b: Array) -> Array:
-        raise NotImplementedError
-
-    def clip(self, x: Array, lo: float, hi: float) -> Array:
-        raise NotImplementedError
-
-    def concatenate(self, xs: Sequence[Array], axis: int) -> Array:
-        raise NotImplementedError
-
-    def stack(self, xs: Sequence[Array], axis: int) -> Array:
-        raise NotImplementedError
-
-    def take(self, x: Array, index: tuple[Any, ...]) -> Array:
-        """``x[index]`` with NumPy advanced indexing (integer arrays broadcast against each other)."""
-        return x[index]
-
-    def set_at(self, x: Array, index: tuple[Any, ...], value: Array) -> Array:
-        """A copy of ``x`` with ``x[index] = value``."""
-        raise NotImplementedError
-
-    def argsort_stable(self, x: Array, axis: int) -> Array:
-        raise NotImplementedError
-
-    def flip(self, x: Array, axis: int) -> Array:
-        raise NotImplementedError
-
-    def take_along_axis(self, x: Array, idx: Array, axis: int) -> Array:
-        raise NotImplementedError
-
-    def svd_u(self, x: Array) -> Array:
-        """The left singular vectors of a matrix (reduced)."""
-        raise NotImplementedError
-
-    def matmul(self, a: Array, b: Array) -> Array:
-        raise NotImplementedError
-
-    def scalar(self, value: float | int, dtype: np.dtype) -> Array:
-        return self.asarray(np.asarray(value, dtype=dtype))
-
-    # -- shared helpers --------------------------------------------------------
-
-    def ne0(self, x: Array) -> Array:
-        return x != 0
-
-    def align(self, x: Array, names: Sequence[str], target: Sequence[str]) -> Array:
-        """``x`` (axes ``names``) with axes in ``target`` order, size-1 axes for names it lacks."""
-        names = list(names)
-        order = [names.index(n) for n in target if n in names]
-        if order != list(range(len(order))):
-            x = self.transpose(x, order)
-        it = iter(x.shape)
-        shape = [next(it) if n in names else 1 for n in target]
-        return self.reshape(x, shape) if tuple(shape) != tuple(x.shape) else x
-
-    # -- builtins (numpy_builtins semantics, written once) ------------------------
-
-    def logistic(self, z: Array) -> Array:
-        e = self.unary("exp", -self.unary("abs", z))
-        return self.where(z >= 0, 1 / (1 + e), e / (1 + e))
-
-    def gelu(self, x: Array) -> Array:
-        xc = self.clip(x, -_GELU_CLIP, _GELU_CLIP)
-        t = self.unary("tanh", _SQRT_2_OVER_PI * (xc + _GELU_A * xc * xc * xc))
-        return 0.5 * self.maximum(x, self.scalar(-_GELU_CLIP, self.numpy_dtype(x))) * (1 + t)
-
-    def gelu_grad(self, x: Array) -> Array:
-        xc = self.clip(x, -_GELU_CLIP, _GELU_CLIP)
-        x2 = xc * xc
-        t = self.unary("tanh", _SQRT_2_OVER_PI * (xc + _GELU_A * x2 * xc))
-        sech2 = (1 - t) * (1 + t)
-        return 0.5 * (1 + t) + 0.5 * xc * sech2 * (_SQRT_2_OVER_PI * (1 + 3 * _GELU_A * x2))
-
-    def sig(self, x: Array, dtype: np.dtype, t: Array | float | None) -> Array:
-        if t is None or (isinstance(t, float) and t == 0):
-            return self.astype(x > 0, dtype)
-        if isinstance(t, float):
-            return self.logistic(x / t)
-        tz = t == 0
-        soft = self.logistic(x / self.where(tz, self.scalar(1, dtype), t))
-        return self.where(tz, self.astype(x > 0, dtype), soft)
-
-    def shifted_exp(self, x: Array, axis: int) -> tuple[Array, Array]:
-        m = self.reduce(x, (axis,), "max", keepdims=True)
-        m = self.where(self.unary("isfinite", m), m, self.zeros((), self.numpy_dtype(x)))
-        return self.unary("exp", x - m), m
-
-    def softmax(self, x: Array, axis: int) -> Array:
-        if _size(x) == 0:
-            return x
-        e, _ = self.shifted_exp(x, axis)
-        return e / self.reduce(e, (axis,), "sum", keepdims=True)
-
-    def masked_softmax(self, x: Array, mask: Array, axis: int, fill: float | None = None) -> Array:
-        dtype = self.numpy_dtype(x)
-        keep = self.ne0(mask)
-        fill_v = float(np.finfo(dtype).min) if fill is None else fill
-        xm = self.where(keep, x, self.scalar(fill_v, dtype))
-        if _size(xm) == 0:
-            return xm
-        e, _ = self.shifted_exp(xm, axis)
-        y = e / self.reduce(e, (axis,), "sum", keepdims=True)
-        return self.where(keep, y, self.zeros((), dtype))
-
-    def softmax_grad(self, y: Array, g: Array, axis: int) -> Array:
-        return y * (g - self.reduce(y * g, (axis,), "sum", keepdims=True))
-
-    def lnorm(self, x: Array, axis: int, eps: float = 1e-5) -> Array:
-        if _size(x) == 0:
-            return x
-        d = x - self.reduce(x, (axis,), "mean", keepdims=True)
-        var = self.reduce(d * d, (axis,), "mean", keepdims=True)
-        return d / self.unary("sqrt", var + eps)
-
-    def logsumexp(self, x: Array, axis: int) -> Array:
-        shape = [n for k, n in enumerate(x.shape) if k != axis]
-        if x.shape[axis] == 0:
-            return self.astype(self.zeros(shape, self.numpy_dtype(x)) - np.inf, self.numpy_dtype(x))
-        if _size(x) == 0:
-            return self.zeros(shape, self.numpy_dtype(x))
-        e, m = self.shifted_exp(x, axis)
-        return self.unary("log", self.reduce(e, (axis,), "sum")) + self.reshape(m, shape)
-
-    def reduce_checked(self, x: Array, axes: tuple[int, ...], kind: str) -> Array:
-        """The reference's ``reduce``: empty axes give the identities (max/min: ``nb.reduce_identity``)."""
-        out_shape = [n for k, n in enumerate(x.shape) if k not in axes]
-        empty = [k for k in axes if x.shape[k] == 0]
-        if kind in ("max", "min") and empty:
-            dtype = self.numpy_dtype(x)
-            return self.astype(self.zeros(out_shape, dtype) + nb.reduce_identity(kind, dtype), dtype)
-        if kind == "any":
-            return self.astype(self.reduce(self.ne0(x), axes, "any"), np.dtype(np.int8))
-        if kind == "mean" and empty:
-            return self.zeros(out_shape, np.dtype(np.float64)) + np.nan
-        if not axes:
-            return x
-        return self.reduce(x, axes, kind)
-
-    def attention(self, q: Array, k: Array, v: Array, mask: Array | None, scale: float | None, causal: bool) -> Array:
-        d = q.shape[-1]
-        lq, lk = q.shape[-2], k.shape[-2]
-        s = (1.0 / math.sqrt(d) if d > 0 else 1.0) if scale is None else scale
-        perm = list(range(len(k.shape)))
-        perm[-1], perm[-2] = perm[-2], perm[-1]
-        scores = self.matmul(q, self.transpose(k, perm)) * self.scalar(s, self.numpy_dtype(q))
-        keep: Array | None = None
-        if causal:
-            keep = self.asarray(np.tri(lq, lk, lk - lq, dtype=bool))
-        if mask is not None:
-            m = self.ne0(mask)
-            keep = m if keep is None else keep & m
-        p = self.softmax(scores, len(scores.shape) - 1) if keep is None else self.masked_softmax(scores, keep, -1)
-        return self.matmul(p, v)
-
-    def rope(self, x: Array, sa: int, fa: int, base: float) -> Array:
-        d = x.shape[fa]
-        if sa == fa:
-            raise ValueError("rope: the sequence and feature axes must differ")
-        if d % 2:
-            raise ValueError(f"rope: the feature dimension must be even, got {d}")
-        n = x.shape[sa]
-        dtype = self.numpy_dtype(x)
-        inv_freq = float(base) ** (-np.arange(0, d, 2, dtype=np.float64) / d)
-        ang = np.arange(n, dtype=np.float64)[:, None] * inv_freq[None, :]
-        c = self.asarray(np.cos(ang).astype(dtype))
-        s = self.asarray(np.sin(ang).astype(dtype))
-        rest = [k for k in range(len(x.shape)) if k not in (sa, fa)]
-        xm = self.transpose(x, [*rest, sa, fa])
-        pairs = self.reshape(xm, [*xm.shape[:-1], d // 2, 2])
-        x0 = self.take(pairs, (..., 0))
-        x1 = self.take(pairs, (..., 1))
-        out = self.reshape(self.stack([x0 * c - x1 * s, x0 * s + x1 * c], -1), xm.shape)
-        inverse = np.argsort([*rest, sa, fa]).tolist()
-        return self.transpose(out, inverse)
-
-    def tucker_dense(self, x: Array, rank: Any, threshold: float) -> Array:
-        from fuse_mlir.interp.numpy_builtins import _tucker_ranks
-
-        dtype = self.numpy_dtype(x)
-        if len(x.shape) == 0:
-            return self.astype(x > threshold, dtype)
-        ranks = _tucker_ranks(tuple(x.shape), rank)
-        if _size(x) == 0:
-            return self.zeros(x.shape, dtype)
-        us: list[Array | None] = []
-        for mode, (n, r) in enumerate(zip(x.shape, ranks)):
-            if r >= n:
-                us.append(None)
-                continue
-            order = [mode, *[k for k in range(len(x.shape)) if k != mode]]
-            unfolded = self.reshape(self.transpose(x, order), [n, -1])
-            us.append(self.take(self.svd_u(unfolded), (slice(None), slice(0, r))))
-        approx = x
-        for mode, u in enumerate(us):
-            if u is not None:
-                approx = self._mode_dot(approx, self.matmul(u, self.transpose(u, [1, 0])), mode)
-        return self.astype((approx - threshold) > 0, dtype)
-
-    def _mode_dot(self, t: Array, m: Array, mode: int) -> Array:
-        letters = string.ascii_letters[: len(t.shape)]
-        out = letters.replace(letters[mode], "Z")
-        return self.einsum(f"Z{letters[mode]},{letters}->{out}", m, t)
-
-    def topk(self, x: Array, k: int, axis: int) -> tuple[Array, Array]:
-        n = x.shape[axis]
-        if k < 0 or k > n:
-            raise ValueError(f"topk: k = {k} is out of range for an axis of extent {n}")
-        order = self.flip(self.argsort_stable(self.flip(x, axis), axis), axis)
-        index = [slice(None)] * len(x.shape)
-        index[axis] = slice(0, k)
-        idx = self.astype((n - 1) - self.take(order, tuple(index)), np.dtype(np.int64))
-        return idx, self.take_along_axis(x, idx, axis)
-
-
-def _size(x: Array) -> int:
-    return math.prod(x.shape)
 
 
 @dataclass
@@ -386,7 +119,7 @@ class TeWalker:
         checks: list[tuple[Array, Array, Array]] = []
         state = _State(self.ops, env, inputs, sources, exports, sinks, checks)
         for op in self.module.body.block.ops:
-            handler = _HANDLERS.get(type(op))
+            handler = WALK.get(op)
             if handler is None:
                 raise FuseRuntimeError(f"the {self.ops.name} backend cannot run '{op.name}'")
             try:
@@ -427,7 +160,7 @@ class _State:
         """Record ``any(bad)``, the first bad value (row-major) and the extent for :func:`raise_failed_checks`."""
         xp = self.ops
         ext = xp.asarray(np.asarray(extent, dtype=np.int64))
-        if _size(bad) == 0:
+        if array_size(bad) == 0:
             self.checks.append((xp.asarray(np.asarray(False)), xp.asarray(np.asarray(0)), ext))
             return
         flat_bad = xp.reshape(bad, [-1])
@@ -437,7 +170,8 @@ class _State:
 
 
 def _int_pow(op: Operation) -> bool:
-    return isinstance(op, te.MapOp) and op.fn.data == "pow" and te.dtype_of(op.result).kind in "iu"
+    """An integer power: its negative exponents are a data-dependent error, checked on the host after the call."""
+    return isinstance(op, te.MapOp) and (plan := map_plan(op)).fn == "pow" and plan.dtype.kind in "iu"
 
 
 def static_meta(module: ModuleOp) -> WalkMeta:
@@ -445,7 +179,7 @@ def static_meta(module: ModuleOp) -> WalkMeta:
     meta = WalkMeta()
     for op in module.body.block.ops:
         if isinstance(op, te.AccessOp):
-            for k, a in enumerate(op.axis_list()):
+            for k, a in enumerate(access_op_plan(op).axes):
                 if a.axis_kind == te.AxisKind.GATHER:
                     meta.checks.append(
                         CheckSpec(f"gathered index {{0}} is out of range for axis {k} (extent {{1}})", _loc(op))
@@ -459,53 +193,66 @@ def static_meta(module: ModuleOp) -> WalkMeta:
     return meta
 
 
+WALK = OpTable("array walker")
+"""The walker's handlers, one function of ``(state, op)`` per op class, registered with ``@WALK.impl``."""
+
+
+@WALK.impl(te.InputOp)
 def _input(s: _State, op: te.InputOp) -> Array:
     return s.inputs[op.tensor_name.data]
 
 
+@WALK.impl(te.SourceOp)
 def _source(s: _State, op: te.SourceOp) -> Array:
     return s.sources[op.tensor_name.data]
 
 
+@WALK.impl(te.ConstantOp)
 def _constant(s: _State, op: te.ConstantOp) -> Array:
     return s.ops.asarray(te.dense_value(op.value))
 
 
+@WALK.impl(arith.ConstantOp)
 def _index_constant(s: _State, op: arith.ConstantOp) -> int:
-    return int(op.value.value.data)
+    return index_constant(op)
 
 
+@WALK.impl(arith.AddiOp)
 def _addi(s: _State, op: arith.AddiOp) -> int:
     return s.get(op.lhs) + s.get(op.rhs)
 
 
+@WALK.impl(arith.MuliOp)
 def _muli(s: _State, op: arith.MuliOp) -> int:
     return s.get(op.lhs) * s.get(op.rhs)
 
 
+@WALK.impl(te.DimOp)
 def _dim(s: _State, op: te.DimOp) -> int:
     return int(s.get(op.source).shape[op.axis.value.data])
 
 
+@WALK.impl(te.SliceLenOp)
 def _slice_len(s: _State, op: te.SliceLenOp) -> int:
     return len(range(s.get(op.extent))[slice(*op.bounds())])
 
 
+@WALK.impl(te.CheckDimOp)
 def _check_dim(s: _State, op: te.CheckDimOp) -> None:
     a, b = s.get(op.lhs), s.get(op.rhs)
     if not te.CHECK_PREDICATES[op.predicate_name()](a, b):
         raise FuseRuntimeError(op.message.data.format(a, b), _loc(op))
 
 
+@WALK.impl(te.AccessOp)
 def _access(s: _State, op: te.AccessOp) -> Array:
     xp = s.ops
     src = s.get(op.source)
-    out = te.names_of(op.indices)
+    plan = access_op_plan(op)
+    out, gnames, dtype = plan.out, plan.gather_names, plan.dtype
     loc = _loc(op)
     gathers = [s.get(g) for g in op.gathers]
-    gnames = te.names_of_each(op.gather_indices)
     parsed, shape = access_plan(op, tuple(src.shape), [tuple(g.shape) for g in gathers], loc)
-    dtype = te.dtype_of(op.result)
 
     def grid(name: str) -> Array:
         p = out.index(name)
@@ -535,7 +282,7 @@ def _access(s: _State, op: te.AccessOp) -> Array:
             s.defer_check((g < 0) | (g >= n), g, n)
             gi = xp.clip(xp.astype(g, np.dtype(np.int64)), 0, max(n - 1, 0))
             idx.append(xp.align(gi, gnames[val], out))
-    if _size(src) == 0 or 0 in shape:
+    if array_size(src) == 0 or 0 in shape:
         return xp.zeros(shape, dtype)
     res = xp.broadcast_to(xp.take(src, tuple(idx)), shape)
     if valid is not None:
@@ -543,44 +290,30 @@ def _access(s: _State, op: te.AccessOp) -> Array:
     return res
 
 
-def einsum_spec(names: Sequence[Sequence[str]], out: Sequence[str]) -> str:
-    """An einsum subscript string for operands with axes ``names`` and result axes ``out`` (at most 52 names)."""
-    letters: dict[str, str] = {}
-    for ns in names:
-        for n in ns:
-            letters.setdefault(n, string.ascii_letters[len(letters)])
-    return ",".join("".join(letters[n] for n in ns) for ns in names) + "->" + "".join(letters[n] for n in out)
-
-
+@WALK.impl(te.ContractOp)
 def _contract(s: _State, op: te.ContractOp) -> Array:
     """A product projected by name; more distinct names than einsum takes are split (interp/contraction.py)."""
     xp = s.ops
     arrays = [s.get(v) for v in op.inputs]
-    names = te.names_of_each(op.operand_indices)
-    out = te.names_of(op.indices)
-    proj = op.projection.data
-    dtype = te.dtype_of(op.result)
-    ext: dict[str, int] = {}
-    for a, ns in zip(arrays, names):
-        for n, size in zip(ns, a.shape):
-            ext.setdefault(n, size)
-    full = list(ext)
+    plan = contract_plan(op)
+    names, out, proj, dtype = plan.names, plan.out, plan.projection, plan.dtype
     if proj in ("sum", "mean"):
-        work = dtype
-        if proj == "mean":
-            work = np.result_type(*[te.dtype_of(v) for v in op.inputs], np.float64 if dtype.kind != "f" else dtype)
-        work = accumulate_dtype(work)
+        work = accumulate_dtype(plan.mean_work_dtype(plan.in_dtypes) if proj == "mean" else dtype)
         kit = ArrayKit(xp.stack, lambda shape: xp.zeros(shape, work), lambda a, b: a + b)
         res = contract_named(
             [xp.astype(a, work) for a in arrays],
             names,
             out,
-            lambda arrs, ns, o: xp.einsum(einsum_spec([[str(n) for n in x] for x in ns], [str(n) for n in o]), *arrs),
+            lambda arrs, ns, o: xp.einsum(einsum_spec(tuple(map(tuple, ns)), tuple(o)), *arrs),
             kit,
             linear=True,
         )
         if proj == "mean":
-            count = math.prod(ext[n] for n in full if n not in out)
+            ext: dict[str, int] = {}
+            for a, ns in zip(arrays, names):
+                for n, size in zip(ns, a.shape):
+                    ext.setdefault(n, size)
+            count = math.prod(ext[n] for n in plan.projected)
             res = res / count if count else xp.zeros(res.shape, work) + np.nan
         return xp.astype(res, dtype)
 
@@ -607,13 +340,12 @@ def _contract(s: _State, op: te.ContractOp) -> Array:
     return xp.astype(contract_named(arrays, names, out, kernel, kit, linear=False), dtype)
 
 
+@WALK.impl(te.MapOp)
 def _map(s: _State, op: te.MapOp) -> Array:
     xp = s.ops
-    out = te.names_of(op.indices)
-    fn = op.fn.data
-    dtype = te.dtype_of(op.result)
-    in_dtypes = [te.dtype_of(v) for v in op.inputs]
-    args = [xp.align(s.get(v), ns, out) for v, ns in zip(op.inputs, te.names_of_each(op.operand_indices))]
+    plan = map_plan(op)
+    fn, dtype, in_dtypes, params = plan.fn, plan.dtype, plan.in_dtypes, plan.params
+    args = [xp.align(s.get(v), ns, plan.out) for v, ns in zip(op.inputs, plan.names)]
     if fn in _COMPUTE_IN_RESULT:
         args = [xp.astype(a, dtype) for a in args]
     elif fn == "select":
@@ -621,7 +353,6 @@ def _map(s: _State, op: te.MapOp) -> Array:
     elif len(args) == 2:
         common = np.result_type(*in_dtypes)
         args = [xp.astype(a, common) for a in args]
-    params = te.params_of(op.params)
     shape = broadcast_shape(*[tuple(a.shape) for a in args]) if args else ()
     if _int_pow(op):  # over the broadcast shape: an empty base checks nothing, as in NumPy
         s.defer_check(xp.broadcast_to(args[1] < 0, shape), args[1], 0)
@@ -675,24 +406,23 @@ def _map_kernel(xp: ArrayOps, fn: str, a: list[Array], dtype: np.dtype, params: 
     raise FuseRuntimeError(f"the {xp.name} backend has no elementwise function {fn!r}")
 
 
+@WALK.impl(te.BroadcastOp)
 def _broadcast(s: _State, op: te.BroadcastOp) -> Array:
     xp = s.ops
     src = s.get(op.input)
-    names = te.names_of_each(op.operand_indices)[0]
-    out = te.names_of(op.indices)
+    plan = broadcast_plan(op)
+    names, out = plan.names, plan.out
     extents = iter(s.get(e) for e in op.extents)
     shape = [src.shape[names.index(n)] if n in names else next(extents) for n in out]
     return xp.broadcast_to(xp.align(src, names, out), shape)
 
 
+@WALK.impl(te.ReduceOp)
 def _reduce(s: _State, op: te.ReduceOp) -> Array:
     xp = s.ops
     src = s.get(op.input)
-    names = te.names_of_each(op.operand_indices)[0]
-    out = te.names_of(op.indices)
-    axes = tuple(k for k, n in enumerate(names) if n not in out)
-    kind = op.kind.data
-    dtype = te.dtype_of(op.result)
+    plan = reduce_plan(op)
+    axes, kind, dtype = plan.axes, plan.kind, plan.dtype
     if kind == "logsumexp":
         res = xp.astype(src, dtype)
         for ax in sorted(axes, reverse=True):
@@ -701,7 +431,7 @@ def _reduce(s: _State, op: te.ReduceOp) -> Array:
         if kind in ("sum", "prod", "mean"):
             src = xp.astype(src, dtype)  # NumPy accumulates small integers in the widened result dtype
         res = xp.reduce_checked(src, axes, kind)
-    return xp.astype(xp.align(res, [n for n in names if n in out], out), dtype)
+    return xp.astype(xp.align(res, plan.kept, plan.out), dtype)
 
 
 def _full(s: _State, values: Sequence[SSAValue], names_each: Sequence[Sequence[str]], out: Sequence[str]) -> list:
@@ -711,14 +441,12 @@ def _full(s: _State, values: Sequence[SSAValue], names_each: Sequence[Sequence[s
     return [xp.broadcast_to(a, shape) for a in args]
 
 
+@WALK.impl(te.AxisOp)
 def _axis_fn(s: _State, op: te.AxisOp) -> Array:
     xp = s.ops
-    out = te.names_of(op.indices)
-    dtype = te.dtype_of(op.result)
-    args = _full(s, op.inputs, te.names_of_each(op.operand_indices), out)
-    axis = out.index(op.axis.data)
-    params = te.params_of(op.params)
-    fn = op.fn.data
+    plan = axis_plan(op)
+    dtype, axis, params, fn = plan.dtype, plan.axis, plan.params, plan.fn
+    args = _full(s, op.inputs, plan.names, plan.out)
     if fn == "masked_softmax":
         res = xp.masked_softmax(xp.astype(args[0], dtype), args[1], axis, params.get("fill"))
     elif fn == "softmax":
@@ -730,15 +458,12 @@ def _axis_fn(s: _State, op: te.AxisOp) -> Array:
     return xp.astype(res, dtype)
 
 
+@WALK.impl(te.ConcatOp)
 def _concat(s: _State, op: te.ConcatOp) -> Array:
     xp = s.ops
-    out = te.names_of(op.indices)
-    axis = op.axis.data
-    dtype = te.dtype_of(op.result)
-    arrays = []
-    for v, ns, part in zip(op.inputs, te.names_of_each(op.operand_indices), te.names_of(op.operand_axes)):
-        arrays.append(xp.align(s.get(v), [axis if n == part else n for n in ns], out))
-    pos = out.index(axis)
+    plan = concat_plan(op)
+    dtype, pos = plan.dtype, plan.pos
+    arrays = [xp.align(s.get(v), ns, plan.out) for v, ns in zip(op.inputs, plan.names)]
     common = list(broadcast_shape(*[tuple(1 if k == pos else n for k, n in enumerate(a.shape)) for a in arrays]))
     full = []
     for a in arrays:
@@ -748,11 +473,13 @@ def _concat(s: _State, op: te.ConcatOp) -> Array:
     return xp.concatenate(full, pos)
 
 
+@WALK.impl(te.FlattenOp)
 def _flatten(s: _State, op: te.FlattenOp) -> Array:
     x = s.get(op.input)
     return s.ops.reshape(x, [*x.shape[:-2], x.shape[-2] * x.shape[-1]])
 
 
+@WALK.impl(te.GenerateOp)
 def _generate(s: _State, op: te.GenerateOp) -> Array:
     from fuse_mlir.interp import numpy_builtins as nb
 
@@ -764,16 +491,16 @@ def _generate(s: _State, op: te.GenerateOp) -> Array:
     return s.ops.asarray(nb.index_parity(ext[0], op.fn.data))
 
 
+@WALK.impl(te.PlaceOp)
 def _place(s: _State, op: te.PlaceOp) -> Array:
     xp = s.ops
     src = s.get(op.input)
-    names = te.names_of_each(op.operand_indices)[0]
-    out = te.names_of(op.indices)
+    plan = place_plan(op)
+    names, free = plan.names, plan.free
     extents = iter(s.get(e) for e in op.extents)
     shape: list[int] = []
     index: list[Any] = []
-    free = [n for n, p in zip(out, op.position_list()) if p < 0]
-    for k, (n, p) in enumerate(zip(out, op.position_list())):
+    for k, (n, p) in enumerate(zip(plan.out, plan.positions)):
         if p >= 0:
             size = next(extents)
             if p >= size:
@@ -783,18 +510,16 @@ def _place(s: _State, op: te.PlaceOp) -> Array:
         else:
             shape.append(src.shape[names.index(n)])
             index.append(slice(None))
-    dtype = te.dtype_of(op.result)
+    dtype = plan.dtype
     return xp.set_at(xp.zeros(shape, dtype), tuple(index), xp.astype(xp.align(src, names, free), dtype))
 
 
+@WALK.impl(te.BlockOp)
 def _block(s: _State, op: te.BlockOp) -> Any:
     xp = s.ops
-    fn = op.fn.data
+    plan = block_plan(op)
+    fn, names, roles, params, dtype = plan.fn, plan.names, plan.roles, plan.params, plan.dtypes[0]
     arrays = [s.get(v) for v in op.inputs]
-    names = te.names_of_each(op.operand_indices)
-    roles = te.params_of(op.roles)
-    params = te.params_of(op.params)
-    dtype = te.dtype_of(op.outputs[0])
     if fn == "attention":
         qn, kn, vn = names[:3]
         batch = list(qn[:-2])
@@ -820,9 +545,10 @@ def _block(s: _State, op: te.BlockOp) -> Any:
         res = xp.tucker_dense(xp.astype(x, dtype), params.get("rank"), params.get("threshold", 0.5))
         return xp.astype(res, dtype)
     idx, vals = xp.topk(x, int(params["k"]), xn.index(roles["axis"]))  # type: ignore[call-overload]
-    return (xp.astype(idx, te.dtype_of(op.outputs[0])), xp.astype(vals, te.dtype_of(op.outputs[1])))
+    return (xp.astype(idx, plan.dtypes[0]), xp.astype(vals, plan.dtypes[1]))
 
 
+@WALK.impl(te.GroupOp)
 def _group(s: _State, op: te.GroupOp) -> Array:
     xp = s.ops
     dtype = te.dtype_of(op.result)
@@ -839,45 +565,20 @@ def _group(s: _State, op: te.GroupOp) -> Array:
     return xp.broadcast_to(acc, shape)
 
 
+@WALK.impl(te.CastOp)
 def _cast(s: _State, op: te.CastOp) -> Array:
     return s.ops.astype(s.get(op.input), te.dtype_of(op.result))
 
 
+@WALK.impl(te.SinkOp)
 def _sink(s: _State, op: te.SinkOp) -> None:
     s.sinks.append([s.get(v) for v in op.values])
 
 
+@WALK.impl(te.ExportOp)
 def _export(s: _State, op: te.ExportOp) -> None:
     for name, v in zip(te.names_of(op.names), op.values):
         s.exports[name] = s.get(v)
-
-
-_HANDLERS: dict[type[Operation], Callable[[_State, Any], Any]] = {
-    te.InputOp: _input,
-    te.SourceOp: _source,
-    te.ConstantOp: _constant,
-    arith.ConstantOp: _index_constant,
-    arith.AddiOp: _addi,
-    arith.MuliOp: _muli,
-    te.DimOp: _dim,
-    te.SliceLenOp: _slice_len,
-    te.CheckDimOp: _check_dim,
-    te.AccessOp: _access,
-    te.ContractOp: _contract,
-    te.MapOp: _map,
-    te.BroadcastOp: _broadcast,
-    te.ReduceOp: _reduce,
-    te.AxisOp: _axis_fn,
-    te.ConcatOp: _concat,
-    te.FlattenOp: _flatten,
-    te.GenerateOp: _generate,
-    te.PlaceOp: _place,
-    te.BlockOp: _block,
-    te.GroupOp: _group,
-    te.CastOp: _cast,
-    te.SinkOp: _sink,
-    te.ExportOp: _export,
-}
 
 
 RETURN_TYPES = ("numpy", "native")

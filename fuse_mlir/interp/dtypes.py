@@ -9,14 +9,16 @@ X's dtype.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import numpy as np
 
 from fuse_mlir.interp import numpy_builtins as nb
 
 
-def _map_fns() -> dict[str, object]:
+def _map_fns() -> dict[str, Callable[..., Any]]:
     def b(x):
         return x != 0
 

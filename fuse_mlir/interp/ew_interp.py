@@ -11,6 +11,7 @@ interpreter's handlers.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,8 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named
-from fuse_mlir.interp.reference import _HANDLERS, Interpreter, _einsum_kernel
+from fuse_mlir.interp.reference import REFERENCE, Interpreter, _einsum_kernel
+from fuse_mlir.interp.registry import OpTable
 from fuse_mlir.lowered import RunResult
 
 
@@ -82,9 +84,16 @@ _CMPI = {
 }
 
 
+EW = REFERENCE.extend("elemwise interpreter")
+"""The reference interpreter's handlers plus the elemwise level's ops (methods of :class:`EwInterpreter`)."""
+
+
 class EwInterpreter(Interpreter):
     """The reference interpreter plus the elemwise ops."""
 
+    handlers: OpTable = EW
+
+    @EW.impl(ew.GenericOp)
     def generic(self, op: ew.GenericOp) -> np.ndarray:
         ext = [int(self.get(e)) for e in op.extents]
         nd = len(ext)
@@ -166,7 +175,8 @@ class EwInterpreter(Interpreter):
             local[inner.results[0]] = _scalar_op(inner, [val(o) for o in inner.operands])
         raise AssertionError("generic body without ew.yield")
 
-    def contract(self, op: ew.ContractOp) -> np.ndarray:  # type: ignore[override]
+    @EW.impl(ew.ContractOp)
+    def ew_contract(self, op: ew.ContractOp) -> np.ndarray:
         a, b = self.get(op.lhs), self.get(op.rhs)
         maps = [ew.ints_of(m) for m in op.maps.data]
         out = ew.ints_of(op.out)
@@ -175,8 +185,24 @@ class EwInterpreter(Interpreter):
         res = contract_named([a, b], maps, out, _einsum_kernel, kit, linear=True)
         return np.asarray(res, dtype=dtype)
 
+    @EW.impl(ew.HostCallOp)
     def host_call(self, op: ew.HostCallOp) -> Any:
         return host_call(op.fn.data, [self.get(v) for v in op.inputs], te.params_of(op.params))
+
+    @EW.impl(arith.SubiOp, arith.MinSIOp, arith.MaxSIOp, arith.RemUIOp, arith.DivUIOp)
+    def index_arith(self, op: Operation) -> int:
+        """The index arithmetic of extents and offsets (the reference runs addi and muli)."""
+        a, b = self.get(op.operands[0]), self.get(op.operands[1])
+        return _INDEX_ARITH[type(op)](a, b)
+
+
+_INDEX_ARITH: dict[type[Operation], Callable[[int, int], int]] = {
+    arith.SubiOp: lambda a, b: a - b,
+    arith.MinSIOp: min,
+    arith.MaxSIOp: max,
+    arith.RemUIOp: lambda a, b: a % b,
+    arith.DivUIOp: lambda a, b: a // b,
+}
 
 
 def host_call(fn: str, arrays: list[np.ndarray], params: dict[str, object]) -> Any:
@@ -277,17 +303,3 @@ def run_ew_module(module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict
     """Run an elemwise-level module on NumPy."""
     interp = EwInterpreter(module, inputs, sources)
     return interp.run()
-
-
-_EW_HANDLERS = dict(_HANDLERS)
-_EW_HANDLERS[ew.GenericOp] = EwInterpreter.generic
-_EW_HANDLERS[ew.ContractOp] = EwInterpreter.contract
-_EW_HANDLERS[ew.HostCallOp] = EwInterpreter.host_call
-_EW_HANDLERS[arith.SubiOp] = lambda self, op: self.get(op.lhs) - self.get(op.rhs)
-_EW_HANDLERS[arith.MinSIOp] = lambda self, op: min(self.get(op.lhs), self.get(op.rhs))
-_EW_HANDLERS[arith.MaxSIOp] = lambda self, op: max(self.get(op.lhs), self.get(op.rhs))
-_EW_HANDLERS[arith.RemUIOp] = lambda self, op: self.get(op.lhs) % self.get(op.rhs)
-_EW_HANDLERS[arith.DivUIOp] = lambda self, op: self.get(op.lhs) // self.get(op.rhs)
-
-
-EwInterpreter.handlers = _EW_HANDLERS

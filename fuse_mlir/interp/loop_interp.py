@@ -36,6 +36,7 @@ from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.abi import HostCallEntry, LoopAbi
 from fuse_mlir.interp import numpy_builtins as nb
+from fuse_mlir.interp.registry import OpTable
 from fuse_mlir.lowered import RunResult
 
 Env = dict[SSAValue, Any]
@@ -308,6 +309,10 @@ def main_function(module: ModuleOp) -> func.FuncOp:
     raise LoopError("loop_interp: the module has no func.func @fuse_main")
 
 
+LOOP = OpTable("loop interpreter")
+"""The loop level's structural ops (methods of :class:`LoopInterpreter`); scalar arith/math ops: ``SCALAR_OPS``."""
+
+
 class LoopInterpreter:
     """Runs one loop-level module; :meth:`run` may be called several times."""
 
@@ -340,7 +345,7 @@ class LoopInterpreter:
                 return [env[v] for v in op.values]
             if isinstance(op, func.ReturnOp):
                 return []
-            handler = _LOOP_OPS.get(type(op))
+            handler = LOOP.get(op)
             if handler is not None:
                 out = handler(self, op, env)
             else:
@@ -357,6 +362,7 @@ class LoopInterpreter:
 
     # -- loop ops ----------------------------------------------------------------
 
+    @LOOP.impl(loop.ArgOp)
     def arg(self, op: loop.ArgOp, env: Env) -> np.ndarray:
         slot = op.slot.value.data
         arr = self.args[slot]
@@ -368,9 +374,11 @@ class LoopInterpreter:
             raise LoopError(f"loop_interp: argument {slot} has shape {arr.shape}, not {shape}")
         return arr
 
+    @LOOP.impl(loop.ResultOp)
     def result(self, op: loop.ResultOp, env: Env) -> None:
         self.results[op.slot.value.data] = env[op.buffer]
 
+    @LOOP.impl(loop.AllocOp)
     def alloc(self, op: loop.AllocOp, env: Env) -> np.ndarray:
         dtype = buffer_dtype(op.result.type)
         shape = _ints(env, op.extents)
@@ -378,6 +386,7 @@ class LoopInterpreter:
             raise LoopError(f"loop_interp: negative extent in loop.alloc {shape}")
         return np.full(shape, np.nan if dtype.kind == "f" else 99, dtype=dtype)
 
+    @LOOP.impl(loop.DimOp)
     def dim(self, op: loop.DimOp, env: Env) -> int:
         return int(env[op.buffer].shape[op.axis.value.data])
 
@@ -387,10 +396,12 @@ class LoopInterpreter:
             raise LoopError(f"loop_interp: {what} at {pos} outside a buffer of shape {buf.shape}")
         return pos
 
+    @LOOP.impl(loop.LoadOp)
     def load(self, op: loop.LoadOp, env: Env) -> Any:
         buf = env[op.buffer]
         return buf[self._pos(buf, env, op.positions, "loop.load")]
 
+    @LOOP.impl(loop.StoreOp)
     def store(self, op: loop.StoreOp, env: Env) -> None:
         buf = env[op.buffer]
         value = env[op.value]
@@ -398,6 +409,7 @@ class LoopInterpreter:
             value = value.astype(buf.dtype)  # a signless scalar into an unsigned buffer: same bits
         buf[self._pos(buf, env, op.positions, "loop.store")] = value
 
+    @LOOP.impl(loop.ForOp)
     def for_(self, op: loop.ForOp, env: Env) -> list[Any]:
         lo, hi, step = _ints(env, [op.lower, op.upper, op.step])
         if step <= 0:
@@ -412,6 +424,7 @@ class LoopInterpreter:
             carried = self.block(body, env)
         return carried
 
+    @LOOP.impl(loop.WhileOp)
     def while_(self, op: loop.WhileOp, env: Env) -> list[Any]:
         carried = [env[v] for v in op.inits]
         body = op.body.block
@@ -422,6 +435,7 @@ class LoopInterpreter:
             if not bool(cond):
                 return carried
 
+    @LOOP.impl(loop.CheckOp)
     def check(self, op: loop.CheckOp, env: Env) -> None:
         if bool(env[op.cond]):
             return
@@ -430,10 +444,12 @@ class LoopInterpreter:
         a, b = int(env[op.a]), int(env[op.b])
         raise FuseRuntimeError(format_details(message, a, b), Loc.decode(loc) if loc else None)
 
+    @LOOP.impl(loop.GemmOp)
     def gemm(self, op: loop.GemmOp, env: Env) -> None:
         flags = (bool(f.value.data) for f in (op.trans_a, op.trans_b, op.broadcast_a, op.broadcast_b))
         gemm(env[op.a], env[op.bm], env[op.c], *_ints(env, [op.batch, op.m, op.n, op.k]), *flags)
 
+    @LOOP.impl(loop.HostCallOp)
     def host_call(self, op: loop.HostCallOp, env: Env) -> list[np.ndarray]:
         cid = op.attributes["id"].value.data  # type: ignore[attr-defined]
         return run_host_call(self.host_calls[cid], [env[v] for v in op.inputs], [r.type for r in op.outputs])
@@ -484,21 +500,6 @@ def run_host_call(
     else:
         raise LoopError(f"loop_interp: unknown host call {fn!r}")
     return [np.asarray(o, dtype=buffer_dtype(t), order="C") for o, t in zip(outs, output_types, strict=True)]
-
-
-_LOOP_OPS: dict[type, Callable[[LoopInterpreter, Any, Env], Any]] = {
-    loop.ArgOp: LoopInterpreter.arg,
-    loop.ResultOp: LoopInterpreter.result,
-    loop.AllocOp: LoopInterpreter.alloc,
-    loop.DimOp: LoopInterpreter.dim,
-    loop.LoadOp: LoopInterpreter.load,
-    loop.StoreOp: LoopInterpreter.store,
-    loop.ForOp: LoopInterpreter.for_,
-    loop.WhileOp: LoopInterpreter.while_,
-    loop.CheckOp: LoopInterpreter.check,
-    loop.GemmOp: LoopInterpreter.gemm,
-    loop.HostCallOp: LoopInterpreter.host_call,
-}
 
 
 _MULTI_RESULT = (loop.ForOp, loop.WhileOp, loop.HostCallOp)

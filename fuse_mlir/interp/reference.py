@@ -6,11 +6,16 @@ favours directness over speed, except that sum contractions go through
 by name at every op; extents are checked by the module's ``te.check_dim``
 ops before any tensor work; out-of-range positions and gathered indices
 raise :class:`FuseRuntimeError` with the source location.
+
+Handlers are methods registered per op class in :data:`REFERENCE` (an
+:class:`~fuse_mlir.interp.registry.OpTable`, the registration shape every
+walker uses); the attribute decoding comes from the shared per-op plans of
+:mod:`fuse_mlir.interp.plans`. Values are computed here alone, with NumPy:
+nothing here calls a backend or the array walker.
 """
 
 from __future__ import annotations
 
-import string
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
@@ -26,6 +31,21 @@ from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.dtypes import MAP_FNS, accumulate_dtype
+from fuse_mlir.interp.plans import (
+    access_op_plan,
+    access_plan,
+    axis_plan,
+    block_plan,
+    broadcast_plan,
+    concat_plan,
+    contract_plan,
+    einsum_spec,
+    index_constant,
+    map_plan,
+    place_plan,
+    reduce_plan,
+)
+from fuse_mlir.interp.registry import OpTable
 from fuse_mlir.lowered import RunResult
 
 
@@ -48,9 +68,7 @@ def align(arr: np.ndarray, names: Sequence[str], target: Sequence[str]) -> np.nd
 
 def _einsum_kernel(arrays: list[np.ndarray], names: list[tuple], out: tuple) -> np.ndarray:
     """A sum contraction by ``np.einsum`` (at most 52 distinct names), with an optimised path for 3+ operands."""
-    letters = {n: string.ascii_letters[k] for k, n in enumerate(distinct(names))}
-    spec = ",".join("".join(letters[n] for n in ns) for ns in names) + "->" + "".join(letters[n] for n in out)
-    return np.einsum(spec, *arrays, optimize=len(arrays) > 2)
+    return np.einsum(einsum_spec(tuple(map(tuple, names)), tuple(out)), *arrays, optimize=len(arrays) > 2)
 
 
 def _reduce_kernel(
@@ -83,60 +101,14 @@ def unchanged(old: np.ndarray, new: np.ndarray, atol: float, rtol: float) -> boo
     return bool(np.array_equal(old, new))
 
 
-AccessAxis = tuple[str, Any]
-
-
-def access_plan(
-    op: te.AccessOp, src_shape: Sequence[int], gather_shapes: Sequence[Sequence[int]], loc: Loc | None
-) -> tuple[list[AccessAxis], list[int]]:
-    """How a ``te.access`` reads its source: one ``(kind, value)`` per source axis, and the result's shape.
-
-    Kinds: ``name`` (value: the index), ``pos`` (a fixed position), ``slice``
-    (value: (index, range)), ``offset`` (value: (index, offset); out of range
-    reads 0) and ``gather`` (value: the gather operand's number). Extents are
-    checked against each other here, from shapes alone, so every backend that
-    walks tensor_eq reports the same errors.
-    """
-    out = te.names_of(op.indices)
-    gnames = te.names_of_each(op.gather_indices)
-    ext: dict[str, int] = {}
-
-    def set_ext(name: str, n: int, what: str) -> None:
-        if name in ext and ext[name] != n:
-            raise FuseRuntimeError(f"index {name} is {ext[name]} but {n} in {what}", loc)
-        ext[name] = n
-
-    parsed: list[AccessAxis] = []
-    for k, a in enumerate(op.axis_list()):
-        n = src_shape[k]
-        match a.axis_kind:
-            case te.AxisKind.POSITION:
-                parsed.append(("pos", a.value))
-            case te.AxisKind.SLICE:
-                r = range(n)[slice(*a.slice_bounds())]
-                set_ext(a.index_name, len(r), f"slice {a.index_name}")
-                parsed.append(("slice", (a.index_name, r)))
-            case te.AxisKind.GATHER:
-                parsed.append(("gather", a.value))
-            case te.AxisKind.OFFSET:
-                parsed.append(("offset", (a.index_name, a.value)))
-            case _:
-                set_ext(a.index_name, n, f"axis {k}")
-                parsed.append(("name", a.index_name))
-    for k, (kind, val) in enumerate(parsed):
-        if kind == "offset" and val[0] not in ext:
-            ext[val[0]] = src_shape[k]
-    for shape, names in zip(gather_shapes, gnames):
-        for n, size in zip(names, shape):
-            set_ext(n, size, "an index tensor")
-    for k, (kind, val) in enumerate(parsed):
-        if kind == "pos" and not 0 <= val < src_shape[k]:
-            raise FuseRuntimeError(f"position {val} is out of range for axis {k} (extent {src_shape[k]})", loc)
-    return parsed, [ext[n] for n in out]
+REFERENCE = OpTable("reference interpreter")
+"""The reference interpreter's handlers (methods of :class:`Interpreter`, registered with ``@REFERENCE.impl``)."""
 
 
 class Interpreter:
-    """Evaluates one module; create one per run."""
+    """Evaluates one module; create one per run. Subclasses with more ops set :attr:`handlers` to a larger table."""
+
+    handlers: OpTable = REFERENCE
 
     def __init__(self, module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]):
         self.module = module
@@ -160,6 +132,7 @@ class Interpreter:
             self.step(op)
         return []
 
+    @REFERENCE.impl(te.FixpointOp)
     def fixpoint(self, op: te.FixpointOp) -> tuple:
         """Run the body until the checked carried values stop changing, or ``max_iters`` times."""
         block = op.body.block
@@ -180,9 +153,7 @@ class Interpreter:
 
     def step(self, op: Operation) -> None:
         """Run one op and bind its results (a hook for subclasses that observe each op, e.g. the run trace)."""
-        handler = self.handlers.get(type(op))
-        if handler is None:
-            raise FuseRuntimeError(f"the reference interpreter cannot run '{op.name}'")
+        handler = self.handlers.lookup(op)
         try:
             out = handler(self, op)
         except ValueError as e:  # a NumPy kernel refused (e.g. an array too big to index)
@@ -202,41 +173,51 @@ class Interpreter:
 
     # -- handlers ------------------------------------------------------------
 
+    @REFERENCE.impl(te.InputOp)
     def input(self, op: te.InputOp) -> np.ndarray:
         return self.inputs[op.tensor_name.data]
 
+    @REFERENCE.impl(te.SourceOp)
     def source(self, op: te.SourceOp) -> np.ndarray:
         return self.sources[op.tensor_name.data]
 
+    @REFERENCE.impl(te.ConstantOp)
     def constant(self, op: te.ConstantOp) -> np.ndarray:
         return te.dense_value(op.value)
 
+    @REFERENCE.impl(arith.ConstantOp)
     def index_constant(self, op: arith.ConstantOp) -> int:
-        return int(op.value.value.data)
+        return index_constant(op)
 
+    @REFERENCE.impl(arith.AddiOp)
     def addi(self, op: arith.AddiOp) -> int:
         return self.get(op.lhs) + self.get(op.rhs)
 
+    @REFERENCE.impl(arith.MuliOp)
     def muli(self, op: arith.MuliOp) -> int:
         return self.get(op.lhs) * self.get(op.rhs)
 
+    @REFERENCE.impl(te.DimOp)
     def dim(self, op: te.DimOp) -> int:
         return int(self.get(op.source).shape[op.axis.value.data])
 
+    @REFERENCE.impl(te.SliceLenOp)
     def slice_len(self, op: te.SliceLenOp) -> int:
         return len(range(self.get(op.extent))[slice(*op.bounds())])
 
+    @REFERENCE.impl(te.CheckDimOp)
     def check_dim(self, op: te.CheckDimOp) -> None:
         a, b = self.get(op.lhs), self.get(op.rhs)
         if not te.CHECK_PREDICATES[op.predicate_name()](a, b):
             raise FuseRuntimeError(op.message.data.format(a, b), _loc(op))
 
+    @REFERENCE.impl(te.AccessOp)
     def access(self, op: te.AccessOp) -> np.ndarray:
         src = self.get(op.source)
-        out = te.names_of(op.indices)
+        plan = access_op_plan(op)
+        out = plan.out
         loc = _loc(op)
         gathers = [self.get(g) for g in op.gathers]
-        gnames = te.names_of_each(op.gather_indices)
         parsed, shape = access_plan(op, src.shape, [g.shape for g in gathers], loc)
 
         def grid(name: str) -> np.ndarray:
@@ -268,7 +249,7 @@ class Interpreter:
                 if np.any(bad):
                     first = g[bad].flat[0]
                     raise FuseRuntimeError(f"gathered index {first} is out of range for axis {k} (extent {n})", loc)
-                idx.append(align(g.astype(np.intp), gnames[val], out))
+                idx.append(align(g.astype(np.intp), plan.gather_names[val], out))
         if src.size == 0 or 0 in shape:
             return np.zeros(shape, dtype=src.dtype)
         res = np.broadcast_to(src[tuple(idx)], shape)
@@ -276,32 +257,23 @@ class Interpreter:
             res = np.where(np.broadcast_to(valid, shape), res, np.zeros((), dtype=src.dtype))
         return np.array(res, dtype=src.dtype)
 
+    @REFERENCE.impl(te.ContractOp)
     def contract(self, op: te.ContractOp) -> np.ndarray:
         arrays = [self.get(v) for v in op.inputs]
-        names = te.names_of_each(op.operand_indices)
-        out = te.names_of(op.indices)
-        proj = op.projection.data
-        dtype = te.dtype_of(op.result)
-        allnames: dict[str, None] = {}
-        for ns in names:
-            for n in ns:
-                allnames.setdefault(n, None)
-        ext: dict[str, int] = {}
-        for a, ns in zip(arrays, names):
-            for n, s in zip(ns, a.shape):
-                ext.setdefault(n, s)
+        plan = contract_plan(op)
+        names, out, proj, dtype = plan.names, plan.out, plan.projection, plan.dtype
         if proj == "sum" or (proj == "mean"):
-            work = accumulate_dtype(
-                dtype
-                if proj == "sum"
-                else np.result_type(*[a.dtype for a in arrays], np.float64 if dtype.kind != "f" else dtype)
-            )
+            work = accumulate_dtype(dtype if proj == "sum" else plan.mean_work_dtype([a.dtype for a in arrays]))
             kit = ArrayKit(np.stack, lambda shape: np.zeros(shape, work), np.add)
             res = contract_named(
                 [a.astype(work, copy=False) for a in arrays], names, out, _einsum_kernel, kit, linear=True
             )
             if proj == "mean":
-                count = int(np.prod([ext[n] for n in allnames if n not in out]))
+                ext: dict[str, int] = {}
+                for a, ns in zip(arrays, names):
+                    for n, s in zip(ns, a.shape):
+                        ext.setdefault(n, s)
+                count = int(np.prod([ext[n] for n in plan.projected]))
                 res = res / count if count else np.full_like(res, np.nan)
             return np.asarray(res, dtype=dtype)
         combine = {"max": np.maximum, "min": np.minimum, "prod": np.multiply}[proj]
@@ -309,66 +281,59 @@ class Interpreter:
         res = contract_named(arrays, names, out, lambda a, n, o: _reduce_kernel(a, n, o, proj), kit, linear=False)
         return np.asarray(res, dtype=dtype)
 
+    @REFERENCE.impl(te.MapOp)
     def map(self, op: te.MapOp) -> np.ndarray:
-        out = te.names_of(op.indices)
-        args = [align(self.get(v), ns, out) for v, ns in zip(op.inputs, te.names_of_each(op.operand_indices))]
-        params = te.params_of(op.params)
-        if op.fn.data == "pow" and (bad := nb.negative_int_exponent(*args)) is not None:
+        plan = map_plan(op)
+        args = [align(self.get(v), ns, plan.out) for v, ns in zip(op.inputs, plan.names)]
+        if plan.fn == "pow" and (bad := nb.negative_int_exponent(*args)) is not None:
             raise FuseRuntimeError(nb.INT_NEGATIVE_POWER.format(bad), _loc(op))
-        res = np.asarray(MAP_FNS[op.fn.data](*args, **params))
+        res = np.asarray(MAP_FNS[plan.fn](*args, **plan.params))
         shape = broadcast_shape(*[a.shape for a in args]) if args else ()
-        return np.array(np.broadcast_to(res, shape), dtype=te.dtype_of(op.result))
+        return np.array(np.broadcast_to(res, shape), dtype=plan.dtype)
 
+    @REFERENCE.impl(te.BroadcastOp)
     def broadcast(self, op: te.BroadcastOp) -> np.ndarray:
         src = self.get(op.input)
-        names = te.names_of_each(op.operand_indices)[0]
-        out = te.names_of(op.indices)
+        plan = broadcast_plan(op)
+        names, out = plan.names, plan.out
         extents = iter(self.get(e) for e in op.extents)
         shape = [src.shape[names.index(n)] if n in names else next(extents) for n in out]
         return np.broadcast_to(align(src, names, out), shape)
 
+    @REFERENCE.impl(te.ReduceOp)
     def reduce(self, op: te.ReduceOp) -> np.ndarray:
         src = self.get(op.input)
-        names = te.names_of_each(op.operand_indices)[0]
-        out = te.names_of(op.indices)
-        axes = tuple(k for k, n in enumerate(names) if n not in out)
-        kind = op.kind.data
-        if kind == "logsumexp":
+        plan = reduce_plan(op)
+        if plan.kind == "logsumexp":
             res = src
-            for ax in sorted(axes, reverse=True):
+            for ax in sorted(plan.axes, reverse=True):
                 res = nb.logsumexp(res, ax)
         else:
-            res = nb.reduce(src, axes, kind)
-        kept = [n for n in names if n in out]
-        return np.asarray(align(res, kept, out), dtype=te.dtype_of(op.result))
+            res = nb.reduce(src, plan.axes, plan.kind)
+        return np.asarray(align(res, plan.kept, plan.out), dtype=plan.dtype)
 
     def _full(self, values, names_each, out) -> list[np.ndarray]:
         args = [align(self.get(v), ns, out) for v, ns in zip(values, names_each)]
         shape = broadcast_shape(*[a.shape for a in args])
         return [np.broadcast_to(a, shape) for a in args]
 
+    @REFERENCE.impl(te.AxisOp)
     def axis_fn(self, op: te.AxisOp) -> np.ndarray:
-        out = te.names_of(op.indices)
-        args = self._full(op.inputs, te.names_of_each(op.operand_indices), out)
-        axis = out.index(op.axis.data)
-        params = te.params_of(op.params)
-        fn = {
+        plan = axis_plan(op)
+        args = self._full(op.inputs, plan.names, plan.out)
+        fn: dict[str, Callable[..., np.ndarray]] = {
             "softmax": nb.softmax,
             "masked_softmax": nb.masked_softmax,
             "softmax_grad": nb.softmax_grad,
             "lnorm": nb.lnorm,
         }
-        return np.asarray(fn[op.fn.data](*args, axis=axis, **params), dtype=te.dtype_of(op.result))
+        return np.asarray(fn[plan.fn](*args, axis=plan.axis, **plan.params), dtype=plan.dtype)
 
+    @REFERENCE.impl(te.ConcatOp)
     def concat(self, op: te.ConcatOp) -> np.ndarray:
-        out = te.names_of(op.indices)
-        axis = op.axis.data
-        parts = te.names_of(op.operand_axes)
-        arrays = []
-        for v, ns, part in zip(op.inputs, te.names_of_each(op.operand_indices), parts):
-            ns = [axis if n == part else n for n in ns]
-            arrays.append(align(self.get(v), ns, out))
-        pos = out.index(axis)
+        plan = concat_plan(op)
+        arrays = [align(self.get(v), ns, plan.out) for v, ns in zip(op.inputs, plan.names)]
+        pos = plan.pos
         # Broadcast every other axis to a common extent before joining.
         common = list(broadcast_shape(*[tuple(1 if k == pos else s for k, s in enumerate(a.shape)) for a in arrays]))
         full = []
@@ -376,11 +341,13 @@ class Interpreter:
             shape = list(common)
             shape[pos] = a.shape[pos]
             full.append(np.broadcast_to(a, shape))
-        return np.asarray(nb.concat(full, pos), dtype=te.dtype_of(op.result))
+        return np.asarray(nb.concat(full, pos), dtype=plan.dtype)
 
+    @REFERENCE.impl(te.FlattenOp)
     def flatten(self, op: te.FlattenOp) -> np.ndarray:
         return np.ascontiguousarray(nb.flatten_last2(self.get(op.input)))
 
+    @REFERENCE.impl(te.GenerateOp)
     def generate(self, op: te.GenerateOp) -> np.ndarray:
         ext = [self.get(e) for e in op.extents]
         if op.fn.data == "causal_mask":
@@ -389,16 +356,14 @@ class Interpreter:
             return np.arange(ext[0], dtype=te.dtype_of(op.result))
         return nb.index_parity(ext[0], op.fn.data)
 
+    @REFERENCE.impl(te.PlaceOp)
     def place(self, op: te.PlaceOp) -> np.ndarray:
         src = self.get(op.input)
-        names = te.names_of_each(op.operand_indices)[0]
-        out = te.names_of(op.indices)
-        pos = op.position_list()
+        plan = place_plan(op)
         extents = iter(self.get(e) for e in op.extents)
         shape = []
         index: list[Any] = []
-        free = [n for n, p in zip(out, pos) if p < 0]
-        for k, (n, p) in enumerate(zip(out, pos)):
+        for k, (n, p) in enumerate(zip(plan.out, plan.positions)):
             if p >= 0:
                 size = next(extents)
                 if p >= size:
@@ -406,19 +371,17 @@ class Interpreter:
                 shape.append(size)
                 index.append(p)
             else:
-                shape.append(src.shape[names.index(n)])
+                shape.append(src.shape[plan.names.index(n)])
                 index.append(slice(None))
         res = np.zeros(shape, dtype=src.dtype)
-        res[tuple(index)] = align(src, names, free)
+        res[tuple(index)] = align(src, plan.names, plan.free)
         return res
 
+    @REFERENCE.impl(te.BlockOp)
     def block(self, op: te.BlockOp) -> Any:
-        fn = op.fn.data
+        plan = block_plan(op)
+        fn, names, roles, params = plan.fn, plan.names, plan.roles, plan.params
         arrays = [self.get(v) for v in op.inputs]
-        names = te.names_of_each(op.operand_indices)
-        roles = te.params_of(op.roles)
-        params = te.params_of(op.params)
-        out = te.names_of(op.indices)
         if fn == "attention":
             q, k, v = arrays[:3]
             qn, kn, vn = names[:3]
@@ -428,7 +391,7 @@ class Interpreter:
             ka = align(k, kn, [*batch, ks, d])
             va = align(v, vn, [*batch, ks, e])
             mask = align(arrays[3], names[3], [*batch, qs, ks]) if len(arrays) > 3 else None
-            dtype = te.dtype_of(op.outputs[0])
+            dtype = plan.dtypes[0]
             res = nb.attention(
                 qa.astype(dtype, copy=False),
                 ka.astype(dtype, copy=False),
@@ -443,18 +406,18 @@ class Interpreter:
         if fn == "rope":
             return np.asarray(
                 nb.rope(x, xn.index(roles["sequence"]), xn.index(roles["feature"]), base=params.get("base", 10000.0)),
-                dtype=te.dtype_of(op.outputs[0]),
+                dtype=plan.dtypes[0],
             )
         if fn == "tucker_dense":
             return np.asarray(
                 nb.tucker_dense(x, rank=params.get("rank"), threshold=params.get("threshold", 0.5)),
-                dtype=te.dtype_of(op.outputs[0]),
+                dtype=plan.dtypes[0],
             )
         ax = xn.index(roles["axis"])
         idx, vals = nb.topk(x, params["k"], axis=ax)
-        del out
         return (idx, vals)
 
+    @REFERENCE.impl(te.GroupOp)
     def group(self, op: te.GroupOp) -> np.ndarray:
         dtype = te.dtype_of(op.result)
         parts = [self.get(v) for v in op.inputs]
@@ -468,50 +431,21 @@ class Interpreter:
             acc = acc + p.astype(dtype, copy=False)
         return np.asarray(acc, dtype=dtype)
 
+    @REFERENCE.impl(te.CastOp)
     def cast(self, op: te.CastOp) -> np.ndarray:
         return self.get(op.input).astype(te.dtype_of(op.result))
 
+    @REFERENCE.impl(te.SinkOp)
     def sink(self, op: te.SinkOp) -> None:
         names = te.names_of(op.names)
         vals = [np.array(self.get(v)) for v in op.values]
         value: Any = vals[0] if len(vals) == 1 else dict(zip(names, vals))
         self.result.sinks.append((op.path.data, value, _loc(op)))
 
+    @REFERENCE.impl(te.ExportOp)
     def export(self, op: te.ExportOp) -> None:
         for name, v in zip(te.names_of(op.names), op.values):
             self.result.exports[name] = np.array(self.get(v))
-
-
-_HANDLERS: dict[type, Callable[[Interpreter, Any], Any]] = {
-    te.InputOp: Interpreter.input,
-    te.SourceOp: Interpreter.source,
-    te.ConstantOp: Interpreter.constant,
-    arith.ConstantOp: Interpreter.index_constant,
-    arith.AddiOp: Interpreter.addi,
-    arith.MuliOp: Interpreter.muli,
-    te.DimOp: Interpreter.dim,
-    te.SliceLenOp: Interpreter.slice_len,
-    te.CheckDimOp: Interpreter.check_dim,
-    te.AccessOp: Interpreter.access,
-    te.ContractOp: Interpreter.contract,
-    te.MapOp: Interpreter.map,
-    te.BroadcastOp: Interpreter.broadcast,
-    te.ReduceOp: Interpreter.reduce,
-    te.AxisOp: Interpreter.axis_fn,
-    te.ConcatOp: Interpreter.concat,
-    te.FlattenOp: Interpreter.flatten,
-    te.GenerateOp: Interpreter.generate,
-    te.PlaceOp: Interpreter.place,
-    te.BlockOp: Interpreter.block,
-    te.GroupOp: Interpreter.group,
-    te.CastOp: Interpreter.cast,
-    te.FixpointOp: Interpreter.fixpoint,
-    te.SinkOp: Interpreter.sink,
-    te.ExportOp: Interpreter.export,
-}
-
-
-Interpreter.handlers = _HANDLERS
 
 
 def run_module(module: ModuleOp, inputs: dict[str, np.ndarray], sources: dict[str, np.ndarray]) -> RunResult:
