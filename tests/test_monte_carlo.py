@@ -139,3 +139,18 @@ def test_random_programs_sample_the_same_on_both_backends(prog: GenProgram, seed
     exact = Program(prog.source()).compile("reference")(**arrays)[name]
     plenty = Program(prog.source()).compile("reference", projection="monte_carlo", samples=10_000, seed=seed)
     np.testing.assert_array_equal(plenty(**arrays)[name], exact)
+
+
+def test_relowered_programs_never_reuse_a_freed_lowerings_sampled_module(tmp_path) -> None:
+    """Sampled modules are kept per lowering weakly, never by id(): after replace_sources each call's lowering is
+    new, and a freed lowering's id (reused by CPython) must not find its sampled module (with the old sources)."""
+    import gc
+
+    np.save(tmp_path / "w.npy", np.zeros(N))
+    prog = Program('W[j] = "w.npy"\nM avg= W[j] X[j]\nexport M\n', str(tmp_path / "p.fuse"), tmp_path)
+    run = prog.compile("reference", projection="monte_carlo", samples=8, seed=0)
+    for step in range(40):
+        prog.replace_sources({"W": np.full(N, float(step))})
+        assert float(run(X=np.ones(N))["M"]) == float(step)  # every sample of a constant product is exact
+        gc.collect()
+        assert len(run.rewrite.modules) <= 2  # freed lowerings take their sampled modules with them

@@ -39,6 +39,7 @@ call ``runner.clear_query_cache()``.
 
 from __future__ import annotations
 
+import weakref
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -125,8 +126,9 @@ class DemandCache:
 
     def __init__(self, runner: QueryRunner) -> None:
         self.runner = runner
-        self.programs: dict[tuple, QueryProgram] = {}
-        self.results: dict[tuple, _Entry] = {}
+        # Per lowering, held weakly (never by id(): a freed lowering's id is reused by the next one).
+        self.programs: weakref.WeakKeyDictionary[Lowered, dict[tuple, QueryProgram]] = weakref.WeakKeyDictionary()
+        self.results: weakref.WeakKeyDictionary[Lowered, dict[tuple, _Entry]] = weakref.WeakKeyDictionary()
         self.needs: dict[str, set[str]] = {}
         self.hits = 0
         self.misses = 0
@@ -168,18 +170,20 @@ class DemandCache:
         root = defining_value(lowered.module, name)
         assert root is not None
         axes = _selection(name, own_names(root), select)
-        pkey = (id(lowered), name, tuple((p, isinstance(s, int)) for p, s in axes))
-        qp = self.programs.get(pkey)
+        programs = self.programs.setdefault(lowered, {})
+        pkey = (name, tuple((p, isinstance(s, int)) for p, s in axes))
+        qp = programs.get(pkey)
         if qp is None:
-            qp = self.programs[pkey] = build_query(lowered, name, [(p, isinstance(s, int)) for p, s in axes])
+            qp = programs[pkey] = build_query(lowered, name, [(p, isinstance(s, int)) for p, s in axes])
         missing = [n for n in qp.needs if n not in arrays]
         if missing:
             raise FuseRuntimeError(
                 f"{name} needs input{'s' * (len(missing) > 1)} {', '.join(missing)}", all_specs[missing[0]].loc
             )
-        rkey = (id(lowered), name, tuple((p, _sel_key(s)) for p, s in axes))
+        results = self.results.setdefault(lowered, {})
+        rkey = (name, tuple((p, _sel_key(s)) for p, s in axes))
         prints = {n: fingerprint(inputs[n]) for n in qp.needs}
-        hit = self.results.get(rkey)
+        hit = results.get(rkey)
         if hit is not None and hit.fingerprints == prints:
             self.hits += 1
             return hit.result.copy()
@@ -195,7 +199,7 @@ class DemandCache:
             for (pos, sel), (_, iname, _) in zip(axes, qp.select_inputs):
                 run_arrays[iname] = _positions(name, own_names(root)[pos], sel, extents[pos])  # type: ignore[index]
         result = runner.execute(qp.lowered, run_arrays).exports[name]
-        self.results[rkey] = _Entry(prints, [inputs[n] for n in qp.needs], result)
+        results[rkey] = _Entry(prints, [inputs[n] for n in qp.needs], result)
         return result.copy()
 
 

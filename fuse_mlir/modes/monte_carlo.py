@@ -28,6 +28,7 @@ operators (min, prod) stay exact.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,7 +53,10 @@ class MonteCarlo:
 
     samples: int
     seed: int
-    modules: dict[tuple[int, tuple[int, ...]], Lowered] = field(default_factory=dict)
+    # The sampled module per lowering (held weakly, never by id(): ids of freed lowerings are reused) and op set.
+    modules: weakref.WeakKeyDictionary[Lowered, dict[tuple[int, ...], Lowered]] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
     last_sampled: dict[int, int] = field(default_factory=dict)  # op number -> count it estimated, latest run
 
     @classmethod
@@ -85,10 +89,11 @@ class MonteCarlo:
         self.last_sampled = {k: count for k, _, count in plan}
         if not plan:
             return lowered, arrays
-        key = (id(lowered), tuple(k for k, _, _ in plan))
-        sampled = self.modules.get(key)
+        per_lowering = self.modules.setdefault(lowered, {})
+        key = tuple(k for k, _, _ in plan)
+        sampled = per_lowering.get(key)
         if sampled is None:
-            sampled = self.modules[key] = sample_module(lowered, [k for k, _, _ in plan], self.samples)
+            sampled = per_lowering[key] = sample_module(lowered, [k for k, _, _ in plan], self.samples)
         out = dict(arrays)
         for k, proj, count in plan:
             rng = np.random.default_rng([self.seed, k])
