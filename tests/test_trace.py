@@ -151,3 +151,24 @@ def test_fuse_run_explain_prints_the_trace_to_stderr(tmp_path, monkeypatch, caps
     assert rc == 0
     assert set(json.loads(out)) == {"H", "S"}
     assert "run on reference" in err and "FLOPs" in err
+
+
+@pytest.mark.parametrize("shape", [(60, 10, 60, 2), (2, 60, 10, 60)])
+def test_nway_contraction_flops_follow_the_pairwise_order(shape):
+    """A matrix chain costs its pairwise steps (2 FLOPs per point of each), in the cheapest order for the extents,
+    not its whole i*j*k*l iteration space (which no backend walks)."""
+    i, j, k, n = shape
+    run = Program("M[i,l] = A[i,j] B[j,k] C[k,l]\nexport M\n").compile("reference")
+    run(A=np.ones((i, j)), B=np.ones((j, k)), C=np.ones((k, n)))
+    left = 2 * i * j * k + 2 * i * k * n  # (A B) C
+    right = 2 * j * k * n + 2 * i * j * n  # A (B C)
+    assert run.explain("json")["groups"][0]["flops"] == min(left, right) < 3 * i * j * k * n
+
+
+def test_nway_contraction_flops_count_the_presum_of_private_indices():
+    """An index on one factor only is summed within it first (one add per element), then the pairwise steps."""
+    run = Program("M[i] = A[i,j,p] B[j,k] C[k]\nexport M\n").compile("reference")
+    run(A=np.ones((4, 3, 5)), B=np.ones((3, 6)), C=np.ones(6))
+    presum = 4 * 3 * 5
+    steps = min(2 * 4 * 3 * 6 + 2 * 4 * 6, 2 * 3 * 6 + 2 * 4 * 3)  # (A B) C or A (B C)
+    assert run.explain("json")["groups"][0]["flops"] == presum + steps

@@ -7,7 +7,9 @@ after the last group, such as sink expressions, form ``(sinks)``).
 
 FLOPs and bytes are *static estimates* from the shapes of the run (inferred
 from the input shapes, :mod:`fuse_mlir.interp.shapes`): a contraction costs
-one multiply-add per point of its iteration space and operand, an
+one multiply-add per point of its iteration space and operand (an n-way sum
+contraction: per point of each pairwise step, in the order a shape plan
+wrote on it or else the cheapest one, as the backends run it), an
 elementwise map one op per result element, a reduction one per input
 element; bytes are operand plus result bytes of each op (what an unfused
 evaluation would move). Time per group is measured where the backend runs
@@ -35,6 +37,7 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.reference import Interpreter
 from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
 from fuse_mlir.lowered import RunResult
+from fuse_mlir.passes.transforms.contract_plan import is_nway, optimal_path, path_flops, path_of
 from fuse_mlir.passes.transforms.monte_carlo import SAMPLES_ATTR
 
 _BOOKKEEPING = te.STRUCTURAL_OPS
@@ -177,8 +180,10 @@ def _op_cost(op: Operation, shapes: Mapping[SSAValue, object]) -> tuple[int, int
     moved = sum(_nbytes(v, shapes.get(v)) for v in (*op.operands, *op.results) if v in shapes)
     out = _size(shapes.get(op.results[0])) if op.results else 0
     if isinstance(op, te.ContractOp):
-        space = math.prod(op_index_extents(op, shapes).values())
-        return space * len(op.inputs), moved
+        ext = op_index_extents(op, shapes)
+        if is_nway(op):
+            return _nway_flops(op, ext), moved
+        return math.prod(ext.values()) * len(op.inputs), moved
     if isinstance(op, te.ReduceOp):
         return _size(shapes.get(op.input)), moved
     if isinstance(op, te.MapOp):
@@ -192,6 +197,17 @@ def _op_cost(op: Operation, shapes: Mapping[SSAValue, object]) -> tuple[int, int
         if isinstance(q, tuple) and isinstance(k, tuple) and q and k:
             return 4 * _size(q) * k[-2] + 5 * _size(q[:-1]) * k[-2], moved
     return 0, moved
+
+
+def _nway_flops(op: te.ContractOp, ext: Mapping[str, int]) -> int:
+    """An n-way sum contraction as the backends evaluate it: pairwise, in the order written on the op (by a shape
+    plan) or else the cheapest one for these extents (not its whole iteration space, which no backend walks)."""
+    names = te.names_of_each(op.operand_indices)
+    out = te.names_of(op.indices)
+    path = path_of(op)
+    if path is None or len(path) != len(names) - 1:
+        path, _ = optimal_path(names, out, ext, te.dtype_of(op.result).itemsize)
+    return path_flops(names, out, ext, path)
 
 
 def build_trace(

@@ -157,6 +157,32 @@ def _positions(n: int, steps: Sequence[tuple[int, int]]) -> Path:
     return tuple(path)
 
 
+def path_flops(names_each: Sequence[Sequence[str]], out: Sequence[str], ext: Mapping[str, int], path: Path) -> int:
+    """FLOPs of a sum contraction evaluated in ``path``'s pairwise order (2 per point of each step's joint space).
+
+    An index on one factor only, and not in the result, is summed within that
+    factor first (one add per element of the factor), as ``contract-order``
+    and :func:`optimal_path` do; each intermediate keeps the indices still
+    needed by another factor or the result.
+    """
+    outset = frozenset(out)
+    flops = 0
+    live: list[frozenset[str]] = []
+    for k, ns in enumerate(names_each):
+        shared = frozenset(x for x in ns if x in outset or any(x in o for j, o in enumerate(names_each) if j != k))
+        if len(shared) < len(set(ns)):
+            flops += math.prod(ext[n] for n in set(ns))
+        live.append(shared)
+    for i, j in path:
+        a, b = live[i], live[j]
+        live.pop(max(i, j))
+        live.pop(min(i, j))
+        flops += 2 * math.prod(ext[n] for n in a | b)
+        others = set(outset).union(*live)
+        live.append((a | b) & frozenset(others) if live else outset)
+    return flops
+
+
 def path_attr(path: Path) -> ArrayAttr:
     """A path as an attribute: an array of integer pairs."""
     return ArrayAttr([ArrayAttr([IntegerAttr(i, i64), IntegerAttr(j, i64)]) for i, j in path])
