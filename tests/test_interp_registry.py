@@ -15,7 +15,7 @@ from fuse_mlir.backends.array_walk import WALK
 from fuse_mlir.diagnostics import FuseRuntimeError
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.ew_interp import EW
-from fuse_mlir.interp.plans import contract_plan, einsum_spec, map_plan
+from fuse_mlir.interp.plans import clear_plans, contract_plan, einsum_spec, map_plan
 from fuse_mlir.interp.reference import REFERENCE, Interpreter, run_module
 from fuse_mlir.interp.registry import OpTable
 
@@ -62,6 +62,9 @@ def test_plans_are_decoded_once_per_op_and_rebuilt_when_an_attribute_is_replaced
     op = _first(module, te.ContractOp)
     plan = contract_plan(op)
     assert contract_plan(op) is plan  # cached
+    clear_plans()
+    assert contract_plan(op) is not plan and contract_plan(op) == plan  # rebuilt, equal
+    plan = contract_plan(op)
     assert (plan.names, plan.out, plan.projection, plan.projected) == (
         (("i", "j"), ("j", "k")),
         ("i", "k"),

@@ -32,6 +32,9 @@ OpT = TypeVar("OpT", bound=Operation)
 P = TypeVar("P")
 
 
+_CACHES: list[weakref.WeakKeyDictionary[Operation, Any]] = []
+
+
 def cached_per_op(build: Callable[[OpT], P]) -> Callable[[OpT], P]:
     """``build`` memoised per op (weakly: a dropped op takes its plan with it; ids are reused).
 
@@ -40,6 +43,7 @@ def cached_per_op(build: Callable[[OpT], P]) -> Callable[[OpT], P]:
     rebuilt when a pass has replaced one of them in place.
     """
     cache: weakref.WeakKeyDictionary[Operation, tuple[tuple[Any, ...], P]] = weakref.WeakKeyDictionary()
+    _CACHES.append(cache)
 
     def plan(op: OpT) -> P:
         stamp = (
@@ -58,6 +62,12 @@ def cached_per_op(build: Callable[[OpT], P]) -> Callable[[OpT], P]:
     plan.__doc__ = build.__doc__
     plan.__name__ = build.__name__
     return plan
+
+
+def clear_plans() -> None:
+    """Forget every cached plan (they are rebuilt on next use); for measuring what the caching saves."""
+    for cache in _CACHES:
+        cache.clear()
 
 
 @lru_cache(maxsize=4096)
