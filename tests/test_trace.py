@@ -153,12 +153,13 @@ def test_fuse_run_explain_prints_the_trace_to_stderr(tmp_path, monkeypatch, caps
     assert "run on reference" in err and "FLOPs" in err
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", [(60, 10, 60, 2), (2, 60, 10, 60)])
-def test_nway_contraction_flops_follow_the_pairwise_order(shape):
+def test_nway_contraction_flops_follow_the_pairwise_order(shape, backend):
     """A matrix chain costs its pairwise steps (2 FLOPs per point of each), in the cheapest order for the extents,
     not its whole i*j*k*l iteration space (which no backend walks)."""
     i, j, k, n = shape
-    run = Program("M[i,l] = A[i,j] B[j,k] C[k,l]\nexport M\n").compile("reference")
+    run = Program("M[i,l] = A[i,j] B[j,k] C[k,l]\nexport M\n").compile(backend)
     run(A=np.ones((i, j)), B=np.ones((j, k)), C=np.ones((k, n)))
     left = 2 * i * j * k + 2 * i * k * n  # (A B) C
     right = 2 * j * k * n + 2 * i * j * n  # A (B C)
