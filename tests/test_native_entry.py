@@ -198,3 +198,33 @@ def test_replace_sources_drops_the_entry() -> None:
     assert runner._native is not None
     prog.sources_version += 1  # what replace_sources does to the runners bound to older lowerings
     np.testing.assert_array_equal(runner(X=x)["S"], x + 1)
+
+
+def test_host_call_results_and_errors_finish_in_python() -> None:
+    """A host call's outputs are buffers Python made during the call: the entry leaves such a call to the Python
+    end (which also drops them); an exception raised by the host call comes out as the general path's error."""
+    from fuse_mlir.backends.llvm.runtime import NativeKernel
+    from tests.test_llvm_backend import topk_module
+
+    kernel = NativeKernel(topk_module())
+    entry = kernel.native_entry([(0, "ind"), (1, "vals")], keep=False)
+    assert entry is not None
+    x = np.random.default_rng(7).standard_normal((4, 9))
+    for _ in range(3):
+        got = entry.call({"x": x})
+        ind, vals = kernel([x])
+        np.testing.assert_array_equal(got["ind"], ind)
+        np.testing.assert_array_equal(got["vals"], vals)
+    with pytest.raises(FuseRuntimeError, match="topk"):
+        entry.call({"x": np.ones((2, 2))})  # k = 3 > 2
+    assert entry.words[0] == 0 and entry.call({"x": x}) is not None
+    assert entry.call({"x": x.astype(np.float32)}) is None
+    assert entry.call({"x": x, "y": x}) is None
+
+
+def test_parallel_kernel_through_the_entry() -> None:
+    """The entry runs the kernel with the GIL released: the thread pool's workers split it as on the Python path."""
+    inputs = _inputs(50_000, seed=11)
+    runner, call, ref = _entered(SUM, inputs, 1e-9, threads=2, parallel_min=1000)
+    for _ in range(3):
+        _check(call(dict(inputs)), ref(**inputs), 1e-9)
