@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .arena import DATA_OFFSET, FLAGS_OFFSET
-from .jit import JitFunction, cached_runtime, register_symbol
+from .jit import JitError, JitFunction, cached_runtime, register_symbol
 
 __all__ = ["HEAD", "NativeEntry", "entry_available", "make_entry"]
 
@@ -341,6 +341,7 @@ def _layout() -> dict[str, int] | None:
 _LAYOUT = _layout()
 _lock = threading.Lock()
 _built: tuple[JitFunction, _MethodDef] | None = None
+_failed = False
 _new_function: Any = None
 
 
@@ -354,19 +355,26 @@ def _array_new_address() -> int:
     get.restype = ctypes.c_void_p
     get.argtypes = [ctypes.py_object, ctypes.c_char_p]
     table = get(mu._ARRAY_API, None)
-    return int(ctypes.c_void_p.from_address(table + 8 * 93).value or 0)
+    address = ctypes.c_void_p.from_address(table + 8 * 93).value if table else None
+    if not address:
+        raise ImportError("NumPy's C-API table has no PyArray_New")
+    return int(address)
 
 
 def _build() -> tuple[JitFunction, _MethodDef] | None:
     """Compile (or load) ``fuse_call`` once per process and its method definition (kept alive with it)."""
-    global _built, _new_function
+    global _built, _new_function, _failed
     with _lock:
-        if _built is None and _LAYOUT is not None:
-            register_symbol("fuse_PyArray_New", _array_new_address())
-            ir = _IR.format(rin=_IN, rres=_RES, **_LAYOUT)
-            jf = cached_runtime("fuse-call 2", ir, "fuse_call", ctypes.CFUNCTYPE(ctypes.c_void_p))
+        if _built is None and _LAYOUT is not None and not _failed:
+            try:
+                register_symbol("fuse_PyArray_New", _array_new_address())
+                ir = _IR.format(rin=_IN, rres=_RES, **_LAYOUT)
+                jf = cached_runtime("fuse-call 2", ir, "fuse_call", ctypes.CFUNCTYPE(ctypes.c_void_p))
+                new = ctypes.pythonapi.PyCFunction_NewEx
+            except (JitError, AttributeError, ImportError):  # a Python without these C-API symbols, an odd NumPy
+                _failed = True
+                return None
             mdef = _MethodDef(b"fuse_call", jf.address, _METH_O, None)
-            new = ctypes.pythonapi.PyCFunction_NewEx
             new.restype = ctypes.py_object
             new.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
             _new_function = new
