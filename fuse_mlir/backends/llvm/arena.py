@@ -4,7 +4,8 @@ A :class:`CallState` is one reusable runtime block: an ``int64`` array whose
 head is the arena (``rt``) and whose tail is the call scratch (argument and
 result pointers and extents, the error triple). Its layout, in 64-bit words::
 
-    [0] serial  [1] n_slots  [2, 3] reserved
+    [0] serial  [1] n_slots  [2] dirty (a Python-side buffer was made this call)
+    [3] the return code of the native entry's latest call (:mod:`.entry`)
     [4, 4+n)        bufs    data pointer of each arena slot (one per loop.alloc id)
     [4+n, 4+2n)     caps    capacity in bytes of each slot (-1: none)
     [4+2n, 4+3n)    stamps  serial of the call that last claimed the slot
@@ -79,7 +80,6 @@ class CallState:
         "own",
         "rt",
         "scratch",
-        "serial",
         "view",
         "views",
         "words",
@@ -97,7 +97,6 @@ class CallState:
         self.words[HEADER + n_slots : HEADER + 2 * n_slots] = -1
         self.rt = address(self.words)
         self.scratch = HEADER + 3 * n_slots
-        self.serial = 0
         self.own: list[tuple[np.ndarray, int, int, int] | None] = [None] * n_slots
         self.by_addr: dict[int, int] = {}
         self.extras: dict[int, tuple[np.ndarray, int, int]] = {}
@@ -106,10 +105,15 @@ class CallState:
         self.block = 0
         _states[self.rt] = self
 
+    @property
+    def serial(self) -> int:
+        """The current call's serial: kept in the block only, so the native entry (:mod:`.entry`) can begin a call."""
+        return int(self.view[0])
+
     def begin(self) -> None:
         """Start a call: a new serial makes every slot claimable again."""
-        self.serial += 1
-        self.view[0] = self.serial
+        self.view[0] += 1
+        self.view[2] = 0
         self.error = None
 
     def end(self) -> None:
@@ -121,6 +125,7 @@ class CallState:
         """A one-call buffer (freed when the call ends unless a result takes it)."""
         base, off, addr = aligned_buffer(nbytes)
         self.extras[addr] = (base, off, nbytes)
+        self.view[2] = 1  # the native entry leaves such a call to Python to finish (end() drops these)
         return addr
 
     def grow(self, k: int, nbytes: int) -> int:
@@ -132,7 +137,8 @@ class CallState:
         w, n = self.words, self.n
         w[HEADER + k] = addr
         w[HEADER + n + k] = nbytes
-        w[HEADER + 2 * n + k] = self.serial
+        w[HEADER + 2 * n + k] = w[0]
+        w[2] = 1
         return addr
 
     def drop(self, k: int) -> None:

@@ -224,7 +224,18 @@ def compile_program(
 class _Bound:
     """One compiled program as one runner calls it: slot order, its own arena pool, donation and output tables."""
 
-    __slots__ = ("donated", "exports", "fixed", "input_at", "kernel", "pool", "prog", "result_index", "sources")
+    __slots__ = (
+        "donated",
+        "entry",
+        "exports",
+        "fixed",
+        "input_at",
+        "kernel",
+        "pool",
+        "prog",
+        "result_index",
+        "sources",
+    )
 
     def __init__(self, prog: CompiledProgram, lowered: Lowered, donate: frozenset[str]):
         self.prog = prog
@@ -236,6 +247,7 @@ class _Bound:
         self.donated = {n: True for n in donate}
         self.exports = [(r, name) for r, (name, kind, _, _, _) in enumerate(prog.results) if kind == "export"]
         self.result_index = {name: r for r, name in self.exports}
+        self.entry: Any = False  # the native entry (runtime.NativeKernel.native_entry): False until asked for
 
 
 @dataclass
@@ -398,3 +410,18 @@ class NativeExecutor:
             return {name: values[r] for r, name in exports}
 
         return call
+
+    def bind_native(self, lowered: Lowered) -> Any:
+        """The native entry for one signature (:class:`fuse_mlir.backends.llvm.entry.NativeEntry`): ``call`` with
+        the keyword dict of a call returns the exports, or None when it declines (the caller then takes the general
+        path); ``seconds`` is its latest call's wall time.
+
+        None where the direct path has none (sinks, donated inputs), the program reads sources, or the process
+        cannot build one. Built once per lowering and executor; it checks every array natively (type, dtype,
+        rank, static extents, layout) and leaves anything else to the Python path.
+        """
+        b = self._bind(lowered)
+        if b.entry is False:
+            ok = len(b.exports) == len(b.prog.results) and not b.donated and not b.sources
+            b.entry = b.kernel.native_entry(b.exports, self.reuse_outputs, b.pool) if ok else None
+        return b.entry

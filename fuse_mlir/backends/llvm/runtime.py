@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 
     from fuse_mlir.dialects.abi import LoopAbi
 
+    from .entry import NativeEntry
+
 # xDSL, the dialects, the ABI reader and the llvm lowering are imported inside the functions that read a module or
 # build code: a kernel rebuilt from the disk cache (KernelSpec.from_json + NativeKernel.from_parts) needs none of them.
 
@@ -645,26 +647,73 @@ class NativeKernel:
             if rc and rc == _err_layout():  # an input needs a contiguous, aligned copy: native code checked the flags
                 held = self._fill(state, held, True)
                 rc = self._enter(state.block)
-            v, base = state.view, state.scratch
-            o_shapes, o_results, o_rshapes, o_err, _ = self._scratch
-            if rc != 0:
-                self._raise(int(rc), state, state.words[base + o_err : base + o_err + 3])
-            at_ptr, at_shape = base + o_results, base + o_rshapes
-            results = []
-            taken: set[int] = set()
-            for r, (dtype, rank, off) in enumerate(self._results):
-                at = at_shape + off
-                shape = tuple(v[at : at + rank]) if rank else ()
-                results.append(self._take(state, v[at_ptr + r], shape, dtype, keep, taken, bound, r))
-            if out is not None:
-                for r, o in enumerate(out):
-                    if o is not None and results[r] is not o:
-                        results[r] = fill_out(o, results[r], self.result_names[r])
-            return results
+            return self._collect(state, int(rc), out, bound, keep)
         finally:
             if bound:
                 for _, _, aid, _ in bound.values():
                     state.unbind(aid)
+
+    def _collect(
+        self,
+        state: CallState,
+        rc: int,
+        out: Sequence[np.ndarray | None] | None,
+        bound: Mapping[int, tuple[str, np.ndarray, int, int]] | None,
+        keep: bool,
+    ) -> list[np.ndarray]:
+        """After the kernel returned ``rc``: raise its error, or take its results (slot order) out of ``state``."""
+        v, base = state.view, state.scratch
+        o_shapes, o_results, o_rshapes, o_err, _ = self._scratch
+        if rc != 0:
+            self._raise(rc, state, state.words[base + o_err : base + o_err + 3])
+        at_ptr, at_shape = base + o_results, base + o_rshapes
+        results = []
+        taken: set[int] = set()
+        for r, (dtype, rank, off) in enumerate(self._results):
+            at = at_shape + off
+            shape = tuple(v[at : at + rank]) if rank else ()
+            results.append(self._take(state, v[at_ptr + r], shape, dtype, keep, taken, bound, r))
+        if out is not None:
+            for r, o in enumerate(out):
+                if o is not None and results[r] is not o:
+                    results[r] = fill_out(o, results[r], self.result_names[r])
+        return results
+
+    def native_entry(
+        self, exports: Sequence[tuple[int, str]], keep: bool, pool: StatePool | None = None
+    ) -> NativeEntry | None:
+        """A native builtin for calls by input name (:mod:`.entry`): ``entry.call(inputs)`` returns the exports
+        by name, or None when it declines (the caller takes the Python path). It keeps a state of ``pool`` (the
+        one the latest call used, so ``keep`` results stay where they were) for itself.
+
+        None where no entry fits: an argument slot other than an input (a constant is fine; a source is passed per
+        call), one no ``loop.arg`` reads, a result that is not exported (``exports``: (slot, name) pairs), or a
+        process whose NumPy layout the entry cannot read.
+        """
+        from .entry import make_entry
+
+        spec = self.spec
+        if sorted(r for r, _ in exports) != list(range(len(spec.result_dtypes))):
+            return None
+        inputs = []
+        for k in self.input_slots:
+            s = self._slots[k]
+            if spec.arg_kinds[k] != "input" or s.static is None or s.dtype is None:
+                return None
+            inputs.append((s.name, k, s.dtype, s.static, s.offset))
+        names = dict(exports)
+        results = [(names[r], d, rank, off) for r, (d, rank, off) in enumerate(self._results)]
+        state = (pool or self._pool).take()
+
+        def finish() -> dict[str, np.ndarray]:
+            """The Python end of a call the entry ran but leaves to Python (an error, a large result, ...)."""
+            try:
+                values = self._collect(state, int(state.view[3]), None, None, keep)
+            finally:
+                state.end()
+            return {name: values[r] for r, name in exports}
+
+        return make_entry(self.jit.address, state.call, inputs, results, finish, -1 if keep else SMALL_RESULT)
 
     def _fill(self, state: CallState, arrays: Sequence[Any], full: bool) -> list[np.ndarray]:
         """Write the inputs' pointers (or, for ``fuse_enter`` to read, their ids) and extents into the scratch.
