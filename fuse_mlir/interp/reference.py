@@ -135,6 +135,25 @@ def access_plan(
     return parsed, [ext[n] for n in out]
 
 
+def scatter_plan(
+    op: te.ScatterAddOp, upd_shape: Sequence[int], gather_shapes: Sequence[Sequence[int]], extents: Sequence[int],
+    loc: Loc | None,
+) -> list[int]:
+    """The shape of a ``te.scatter_add``'s result; each index tensor's extents are checked against the update's
+    (from shapes alone, so every backend that walks tensor_eq reports the same errors)."""
+    ext = dict(zip(op.update_names(), upd_shape))
+    for shape, names in zip(gather_shapes, te.names_of_each(op.gather_indices)):
+        for n, size in zip(names, shape):
+            if ext[n] != size:
+                raise FuseRuntimeError(f"index {n} is {ext[n]} in the update but {size} in an index tensor", loc)
+    sizes = iter(extents)
+    return [next(sizes) if a.axis_kind == te.AxisKind.GATHER else ext[a.index_name] for a in op.axis_list()]
+
+
+SCATTER_RANGE = "scattered index {0} is out of range for axis {1} (extent {2})"
+"""The error of a scatter-add position outside the result (index value, axis, extent)."""
+
+
 class Interpreter:
     """Evaluates one module; create one per run."""
 
@@ -412,6 +431,29 @@ class Interpreter:
         res[tuple(index)] = align(src, names, free)
         return res
 
+    def scatter_add(self, op: te.ScatterAddOp) -> np.ndarray:
+        upd = self.get(op.update)
+        names = op.update_names()
+        loc = _loc(op)
+        gathers = [self.get(g) for g in op.gathers]
+        gnames = te.names_of_each(op.gather_indices)
+        shape = scatter_plan(op, upd.shape, [g.shape for g in gathers], [self.get(e) for e in op.extents], loc)
+        idx: list[np.ndarray] = []
+        for k, a in enumerate(op.axis_list()):
+            if a.axis_kind == te.AxisKind.NAME:
+                p = names.index(a.index_name)
+                idx.append(np.arange(upd.shape[p]).reshape([-1 if q == p else 1 for q in range(len(names))]))
+                continue
+            g = gathers[a.value]
+            bad = (g < 0) | (g >= shape[k])
+            if np.any(bad):
+                raise FuseRuntimeError(SCATTER_RANGE.format(g[bad].flat[0], k, shape[k]), loc)
+            idx.append(align(g.astype(np.intp), gnames[a.value], names))
+        res = np.zeros(shape, dtype=upd.dtype)
+        if upd.size:
+            np.add.at(res, tuple(np.broadcast_to(i, upd.shape) for i in idx), upd)
+        return res
+
     def block(self, op: te.BlockOp) -> Any:
         fn = op.fn.data
         arrays = [self.get(v) for v in op.inputs]
@@ -502,6 +544,7 @@ _HANDLERS: dict[type, Callable[[Interpreter, Any], Any]] = {
     te.FlattenOp: Interpreter.flatten,
     te.GenerateOp: Interpreter.generate,
     te.PlaceOp: Interpreter.place,
+    te.ScatterAddOp: Interpreter.scatter_add,
     te.BlockOp: Interpreter.block,
     te.GroupOp: Interpreter.group,
     te.CastOp: Interpreter.cast,

@@ -325,6 +325,10 @@ def flatten_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list
     return [rename(d, x.names)]
 
 
+_SCATTERED = (te.AxisKind.NAME, te.AxisKind.GATHER)
+"""The access axes a ``te.scatter_add`` writes through: the adjoint of a read through only these is one."""
+
+
 def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T | None]:
     """The adjoint of a read is a scatter-add. A permutation is a permutation back; names with fixed positions
     are a ``te.place``; anything else (diagonals, offsets, slices, gathers) contracts the adjoint with one-hot
@@ -346,10 +350,16 @@ def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
             fixed = [em.dim(T(src, tuple(fresh)), f) for a, f in zip(axes, fresh) if a.axis_kind != te.AxisKind.NAME]
             positions = [-1 if a.axis_kind == te.AxisKind.NAME else a.value for a in axes]
             return [em.place(g, positions, fresh, fixed), *none]
+    gathers = [T(v, ns) for v, ns in zip(op.gathers, te.names_of_each(op.gather_indices))]
+    if gathers and len(plain) == len(set(plain)) and all(a.axis_kind in _SCATTERED for a in axes):
+        # A gather (an embedding lookup E[idx[b], d]): a native scatter-add, O(updates) instead of the
+        # O(extent x updates) one-hot contraction below.
+        names = [a.index_name if a.axis_kind == te.AxisKind.NAME else em.fresh() for a in axes]
+        sizes = [em.op(te.DimOp(src, k)).results[0] for k, a in enumerate(axes) if a.axis_kind == te.AxisKind.GATHER]
+        return [em.scatter_add(g, axes, names, gathers, sizes), *none]
     src_names: list[str] = []
     factors: list[T] = []
     seen: set[str] = set()
-    gathers = [T(v, ns) for v, ns in zip(op.gathers, te.names_of_each(op.gather_indices))]
     for k, a in enumerate(axes):
         kind, name = a.axis_kind, a.index_name
         if kind == te.AxisKind.NAME and name not in seen:
