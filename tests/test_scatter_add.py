@@ -27,10 +27,10 @@ ONE_AXIS = (
     "U[b, d] Idx[b] Z[v]",
     """
   %u = te.input "U" {{indices = ["b", "d"]}} : tensor<?x?x{f}>
-  %i = te.input "Idx" {{indices = ["b"]}} : tensor<?xi64>
+  %i = te.input "Idx" {{indices = ["b"]}} : tensor<?x{i}>
   %z = te.input "Z" {{indices = ["v"]}} : tensor<?x{f}>
   %n = te.dim %z, 0 : i64 : tensor<?x{f}>
-  %s = te.scatter_add %u[%i] (%n) {{axes = [#te.axis<gather 0>, #te.axis<d>], operand_indices = [["b", "d"]], gather_indices = [["b"]], indices = ["v", "d"]}} : tensor<?x?x{f}>[tensor<?xi64>] -> tensor<?x?x{f}> loc("emb.fuse":3:7)
+  %s = te.scatter_add %u[%i] (%n) {{axes = [#te.axis<gather 0>, #te.axis<d>], operand_indices = [["b", "d"]], gather_indices = [["b"]], indices = ["v", "d"]}} : tensor<?x?x{f}>[tensor<?x{i}>] -> tensor<?x?x{f}> loc("emb.fuse":3:7)
   te.export %s {{names = ["S"]}} : tensor<?x?x{f}>
 """,
 )
@@ -66,8 +66,10 @@ class RawProgram(Program):
         key = tuple(sorted((k, str(v)) for k, v in (input_dtypes or {}).items()))
         if key not in self._raw:
             base = super().lower(input_dtypes, options)
-            f = "f32" if next(i for i in base.inputs if i.name == "U").dtype == np.float32 else "f64"
-            module = parse_mlir("builtin.module {" + self.body.format(f=f) + "}", "emb.fuse")
+            dtypes = {i.name: i.dtype for i in base.inputs}
+            f = "f32" if dtypes["U"] == np.float32 else "f64"
+            i = {"int32": "i32", "uint8": "ui8", "uint64": "ui64"}.get(str(dtypes.get("Idx")), "i64")
+            module = parse_mlir("builtin.module {" + self.body.format(f=f, i=i) + "}", "emb.fuse")
             module.verify()
             self._raw[key] = Lowered(module, base.inputs, ["S"], ["S"], base.sources, [])
         return self._raw[key]
@@ -217,3 +219,41 @@ def test_scatter_add_ir_round_trips() -> None:
     again.verify()
     assert str(again) == text
     assert "#te.axis<gather 0>" in text
+
+
+@pytest.mark.parametrize("options", [{}, PARALLEL["llvm"]])
+def test_checked_build_stays_clean(options: dict[str, int]) -> None:
+    """Under ``check_bounds`` every load and store of the scatter nest is range-checked: none fires on valid
+    indices, and an invalid one still stops at the scatter's own check (before any store)."""
+    rng = np.random.default_rng(4)
+    u, idx = rng.standard_normal((500, 70)), rng.integers(0, 9, 500)
+    got = RawProgram(ONE_AXIS).compile("llvm", check_bounds=True, **options)(U=u, Idx=idx, Z=np.zeros(9))["S"]
+    np.testing.assert_allclose(got, want_one_axis(u, idx, 9), rtol=1e-12, atol=1e-9)
+    g = Program(EMBEDDING).grad("L", ["Table"])
+    inputs = embedding_inputs(v=20, b=300, d=17)
+    np.testing.assert_allclose(
+        g.compile("llvm", check_bounds=True, **options)(**inputs)["dL_dTable"],
+        g.compile("reference")(**inputs)["dL_dTable"],
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    idx[7] = 9
+    with pytest.raises(FuseRuntimeError, match="scattered index 9 is out of range"):
+        RawProgram(ONE_AXIS).compile("llvm", check_bounds=True, **options)(U=u, Idx=idx, Z=np.zeros(9))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("index_dtype", [np.uint8, np.int32, np.uint64])
+def test_index_dtypes(backend: str, index_dtype: type) -> None:
+    """Narrow unsigned indices are zero-extended (200 is row 200, not -56); a huge uint64 is out of range."""
+    if backend == "torch" and index_dtype == np.uint64:
+        pytest.skip("torch has no uint64 comparisons (gathers fail the same way)")
+    u = np.arange(6.0).reshape(3, 2)
+    idx = np.array([200, 1, 200], index_dtype) if index_dtype == np.uint8 else np.array([2, 1, 2], index_dtype)
+    rows = int(idx.max()) + 1
+    got = RawProgram(ONE_AXIS).compile(backend)
+    out = got(U=u, Idx=idx, Z=np.zeros(rows))["S"]
+    np.testing.assert_array_equal(out, want_one_axis(u, idx.astype(np.int64), rows))
+    if index_dtype == np.uint64:
+        with pytest.raises(FuseRuntimeError, match="scattered index 18446744073709551615 is out of range"):
+            got(U=u, Idx=np.array([0, 2**64 - 1, 0], np.uint64), Z=np.zeros(rows))

@@ -802,7 +802,9 @@ def _scatter_add(s: _State, op: te.ScatterAddOp) -> Array:
     names = op.update_names()
     gathers = [s.get(g) for g in op.gathers]
     gnames = te.names_of_each(op.gather_indices)
-    shape = scatter_plan(op, tuple(upd.shape), [tuple(g.shape) for g in gathers], [s.get(e) for e in op.extents], _loc(op))
+    shape = scatter_plan(
+        op, tuple(upd.shape), [tuple(g.shape) for g in gathers], [s.get(e) for e in op.extents], _loc(op)
+    )
     dtype = te.dtype_of(op.result)
     idx: list[Any] = []
     for k, a in enumerate(op.axis_list()):

@@ -473,9 +473,7 @@ class ScatterAddOp(IRDLOperation):
     result = result_def(TensorType)
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(),)
-    assembly_format = (
-        "$update `[` $gathers `]` `(` $extents `)` attr-dict `:` type($update) `[` type($gathers) `]` `->` type($result)"
-    )
+    assembly_format = "$update `[` $gathers `]` `(` $extents `)` attr-dict `:` type($update) `[` type($gathers) `]` `->` type($result)"
 
     def __init__(
         self,

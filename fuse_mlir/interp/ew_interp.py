@@ -175,7 +175,7 @@ class EwInterpreter(Interpreter):
         res = contract_named([a, b], maps, out, _einsum_kernel, kit, linear=True)
         return np.asarray(res, dtype=dtype)
 
-    def scatter_add(self, op: ew.ScatterAddOp) -> np.ndarray:
+    def ew_scatter_add(self, op: ew.ScatterAddOp) -> np.ndarray:
         upd = self.get(op.update)
         gathers = [self.get(g) for g in op.gathers]
         maps = op.map_list()
@@ -191,7 +191,9 @@ class EwInterpreter(Interpreter):
             g = gathers[-1 - p].astype(np.int64)
             m = maps[-1 - p]
             # The gather's axes in update order, size 1 along the update axes it lacks.
-            view = np.transpose(g, np.argsort(m)).reshape([g.shape[m.index(q)] if q in m else 1 for q in range(upd.ndim)])
+            view = np.transpose(g, np.argsort(m)).reshape(
+                [g.shape[m.index(q)] if q in m else 1 for q in range(upd.ndim)]
+            )
             bad = (view < 0) | (view >= n)
             if np.any(bad):
                 raise FuseRuntimeError(format_details(op.check.data, int(view[bad].flat[0]), n), source_loc(op))
@@ -310,7 +312,7 @@ _EW_HANDLERS = dict(_HANDLERS)
 _EW_HANDLERS[ew.GenericOp] = EwInterpreter.generic
 _EW_HANDLERS[ew.ContractOp] = EwInterpreter.contract
 _EW_HANDLERS[ew.HostCallOp] = EwInterpreter.host_call
-_EW_HANDLERS[ew.ScatterAddOp] = EwInterpreter.scatter_add
+_EW_HANDLERS[ew.ScatterAddOp] = EwInterpreter.ew_scatter_add
 _EW_HANDLERS[arith.SubiOp] = lambda self, op: self.get(op.lhs) - self.get(op.rhs)
 _EW_HANDLERS[arith.MinSIOp] = lambda self, op: min(self.get(op.lhs), self.get(op.rhs))
 _EW_HANDLERS[arith.MaxSIOp] = lambda self, op: max(self.get(op.lhs), self.get(op.rhs))

@@ -136,7 +136,10 @@ def access_plan(
 
 
 def scatter_plan(
-    op: te.ScatterAddOp, upd_shape: Sequence[int], gather_shapes: Sequence[Sequence[int]], extents: Sequence[int],
+    op: te.ScatterAddOp,
+    upd_shape: Sequence[int],
+    gather_shapes: Sequence[Sequence[int]],
+    extents: Sequence[int],
     loc: Loc | None,
 ) -> list[int]:
     """The shape of a ``te.scatter_add``'s result; each index tensor's extents are checked against the update's

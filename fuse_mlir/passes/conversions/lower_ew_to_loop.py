@@ -719,8 +719,10 @@ class EwToLoop:
                 gt = op.gathers[n].type
                 assert isinstance(gt, TensorType)
                 v = self.load(g, [ivs[d] for d in maps[n]], signless(gt.element_type))
-                cast = arith.IndexCastUIOp if is_unsigned(gt.element_type) else arith.IndexCastOp
-                i = self.val(cast(v, INDEX))
+                elem_g = gt.element_type
+                if is_unsigned(elem_g) and isinstance(elem_g, IntegerType) and elem_g.width.data < 64:
+                    v = self.val(arith.ExtUIOp(v, I64))  # zero-extended: index_cast sign-extends
+                i = self.val(arith.IndexCastOp(v, INDEX))
                 self.emit(loop.CheckOp(self.val(arith.CmpiOp(i, out_ext[k], "ult")), i, out_ext[k], code))
                 pos[k] = i
 

@@ -201,14 +201,24 @@ class Emitter:
         return T(self.op(op).results[0], tuple(out))
 
     def scatter_add(
-        self, t: T, axes: Sequence[te.AccessAxisAttr | str], out: Sequence[str], gathers: Sequence[T],
+        self,
+        t: T,
+        axes: Sequence[te.AccessAxisAttr | str],
+        out: Sequence[str],
+        gathers: Sequence[T],
         extents: Sequence[SSAValue],
     ) -> T:
         """``t`` added into zeros at ``axes`` (names of ``t`` or gathers), duplicates accumulating: the transpose
         of :meth:`access` with the same axes; ``extents`` gives each gathered axis's extent."""
         op = te.ScatterAddOp(
-            t.value, t.names, list(axes), list(out), self.ttype(t.dtype, len(out)),
-            [g.value for g in gathers], [g.names for g in gathers], list(extents),
+            t.value,
+            t.names,
+            list(axes),
+            list(out),
+            self.ttype(t.dtype, len(out)),
+            [g.value for g in gathers],
+            [g.names for g in gathers],
+            list(extents),
         )
         return T(self.op(op).results[0], tuple(out))
 
