@@ -17,6 +17,8 @@ computation as:
   sum and the max of one expression come out of one loop nest.
 - ``ew.contract``: a sum-of-products of two float tensors kept whole so the
   loop level can call BLAS (gemm/gemv, batched).
+- ``ew.scatter_add``: an update added into zeros at positions read from
+  index tensors (the adjoint of a gather); repeated positions accumulate.
 - ``ew.host_call``: a builtin run by the runtime on NumPy (``tucker_dense``,
   ``topk``): rare, shape-static, and not worth native code.
 

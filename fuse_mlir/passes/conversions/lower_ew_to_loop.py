@@ -14,6 +14,8 @@ map, never rewritten in place), plus the module attributes the runtime reads:
   the loop order and where accumulators live.
 - ``ew.contract`` → ``loop.gemm`` when it is a (batched) matrix product after
   transposing operands and merging adjacent dims, else a generic-like nest.
+- ``ew.scatter_add`` → a zero-filled ``loop.alloc`` and a nest of checked
+  read-add-writes (see :meth:`EwToLoop.lower_scatter_add` for its parallel loop).
 - ``ew.host_call`` → ``loop.host_call`` with an ``id`` into ``fuse.host_calls``.
 - ``te.export`` / ``te.sink`` → ``loop.result``: every exported value first (in
   order), then every sink value. ``fuse.results`` entries are ``[name,
@@ -1028,8 +1030,10 @@ class LowerEwToLoop(ModulePass):
     outside, reduction dims inside with the accumulator in loop-carried
     values, or reductions outside a contiguous result dim for column-style
     reductions); ew.contract becomes loop.gemm when it is a (batched) matrix
-    product; boundary ops become loop.arg / loop.result slots recorded in the
-    module attributes fuse.args, fuse.results, fuse.errors and fuse.host_calls.
+    product; ew.scatter_add becomes a zero fill and a checked read-add-write
+    nest, parallel over chunks of a named axis; boundary ops become loop.arg /
+    loop.result slots recorded in the module attributes fuse.args,
+    fuse.results, fuse.errors and fuse.host_calls.
     """
 
     name = "lower-ew-to-loop"

@@ -14,10 +14,13 @@ Conventions (documented in docs/autodiff.md):
   ``maximum(a, b)``/``minimum(a, b)`` split it evenly when ``a == b``.
 - relu'(0) = 0, |x|'(0) = 0; step, comparisons, logical operators and boolean
   groups are piecewise constant: they pass no gradient (zero).
-- Gathers, slices, offsets, positions and diagonals scatter-add the adjoint
-  back through a one-hot selection built from ``te.generate "iota"`` and
-  contracted with it: duplicate indices accumulate (it is a sum), and the
-  contraction has no write conflicts, so it runs in parallel safely.
+- A gather (every other axis a plain name) sends its adjoint back through
+  ``te.scatter_add``, which every level runs natively (duplicate indices
+  accumulate; the llvm nest is race-free, see ``lower_scatter_add``). Numeric
+  positions are a ``te.place``. Slices, offsets and diagonals (and gathers
+  mixed with them) scatter-add through a one-hot selection built from
+  ``te.generate "iota"`` and contracted with it: a sum with no write
+  conflicts, quadratic in the axis length, kept for those short index maps.
 """
 
 from __future__ import annotations
@@ -331,7 +334,8 @@ _SCATTERED = (te.AxisKind.NAME, te.AxisKind.GATHER)
 
 def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T | None]:
     """The adjoint of a read is a scatter-add. A permutation is a permutation back; names with fixed positions
-    are a ``te.place``; anything else (diagonals, offsets, slices, gathers) contracts the adjoint with one-hot
+    are a ``te.place``; gathers through otherwise plain names are a ``te.scatter_add`` through the same axes;
+    anything else (diagonals, offsets, slices, gathers mixed with them) contracts the adjoint with one-hot
     selections ``iota[s] == position read``, so duplicate gathered indices accumulate and out-of-range offset
     reads (which read 0) send nothing back."""
     assert isinstance(op, te.AccessOp)
