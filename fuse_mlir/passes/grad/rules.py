@@ -17,8 +17,9 @@ Conventions (documented in docs/autodiff.md):
 - A gather (every other axis a plain name) sends its adjoint back through
   ``te.scatter_add``, which every level runs natively (duplicate indices
   accumulate; the llvm nest is race-free, see ``lower_scatter_add``). Numeric
-  positions are a ``te.place``. Slices, offsets and diagonals (and gathers
-  mixed with them) scatter-add through a one-hot selection built from
+  positions are a ``te.place``; offsets through distinct names read the
+  adjoint at the opposite offset. Slices and diagonals (and mixes of these
+  with gathers or offsets) scatter-add through a one-hot selection built from
   ``te.generate "iota"`` and contracted with it: a sum with no write
   conflicts, quadratic in the axis length, kept for those short index maps.
 """
@@ -335,7 +336,8 @@ _SCATTERED = (te.AxisKind.NAME, te.AxisKind.GATHER)
 def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T | None]:
     """The adjoint of a read is a scatter-add. A permutation is a permutation back; names with fixed positions
     are a ``te.place``; gathers through otherwise plain names are a ``te.scatter_add`` through the same axes;
-    anything else (diagonals, offsets, slices, gathers mixed with them) contracts the adjoint with one-hot
+    offsets through distinct names are the opposite offsets read from the adjoint; anything else (diagonals,
+    slices, mixes of these with gathers or offsets) contracts the adjoint with one-hot
     selections ``iota[s] == position read``, so duplicate gathered indices accumulate and out-of-range offset
     reads (which read 0) send nothing back."""
     assert isinstance(op, te.AccessOp)
@@ -361,6 +363,12 @@ def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
         names = [a.index_name if a.axis_kind == te.AxisKind.NAME else em.fresh() for a in axes]
         sizes = [em.op(te.DimOp(src, k)).results[0] for k, a in enumerate(axes) if a.axis_kind == te.AxisKind.GATHER]
         return [em.scatter_add(g, axes, names, gathers, sizes), *none]
+    shifted = [a.index_name for a in axes if a.axis_kind in (te.AxisKind.NAME, te.AxisKind.OFFSET)]
+    if not gathers and len(shifted) == len(axes) == len(set(shifted)):
+        # Offsets through distinct names (X[t+1, j]): the adjoint is the read shifted back, dX[s] = g[s - 1] (0
+        # outside), an O(n) access; the offset axis has the source's extent, so the shapes match.
+        back = {a.index_name: te.AccessAxisAttr.offset(a.index_name, -a.value) for a in axes if a.value}
+        return [em.access(g, [back.get(n, n) for n in out_names], shifted), *none]
     src_names: list[str] = []
     factors: list[T] = []
     seen: set[str] = set()
