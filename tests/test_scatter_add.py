@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fuse_mlir.diagnostics import FuseRuntimeError
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.ir import parse_mlir
 from fuse_mlir.lowered import Lowered
 from fuse_mlir.program import Program
@@ -271,3 +271,18 @@ def test_offset_adjoint_is_a_shifted_read(backend: str) -> None:
     names = [op.name for op in g.lower().module.body.block.ops]
     assert "te.generate" not in names and "te.contract" in names
     check_grad(OFFSETS, "L", ["X"], inputs, backend=backend)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (("#te.axis<d>]", "#te.axis<3>]"), "an axis is an index name or a gather, not a position"),
+        (("#te.axis<gather 0>", "#te.axis<gather 1>"), "names gather operand 1"),
+        (('operand_indices = [["b", "d"]]', 'operand_indices = [["b", "e"]]'), "must be exactly those"),
+        (("(%n)", "()"), "one extent per gathered axis"),
+    ],
+)
+def test_verifier_names_the_problem(change: tuple[str, str], needle: str) -> None:
+    body = ONE_AXIS[1].format(f="f64", i="i64").replace(*change)
+    with pytest.raises(FuseError, match=needle):
+        parse_mlir("builtin.module {" + body + "}", "bad.mlir")
