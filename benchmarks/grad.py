@@ -6,6 +6,12 @@ the best peer. The compile time of the gradient program (lowering, grad, passes,
 
     python benchmarks/grad.py            # MLP batch 256, 1024 -> 1024 -> 10; attention 128 x 64
     python benchmarks/grad.py --quick    # small sizes, few repeats: a smoke check
+
+A second table times the gradient of an embedding lookup ``E[b, d] = T[Idx[b], d]`` (V = 50000 rows,
+D = 128, B = 4096 lookups; ``--quick``: 2000 x 32 x 256) with respect to the table: fuse's native
+``te.scatter_add``, the one-hot contraction it replaced (the same gradient program printed by ``fuse grad``,
+which spells the scatter as ``(iota(v) == Idx[b])`` factors, read back and compiled; skipped at full size
+unless ``--one-hot``: it makes a V x B selection), ``jax.jit(jax.grad)`` and torch eager.
 """
 
 from __future__ import annotations
@@ -29,6 +35,12 @@ K[k,f] = Xq[k,d] Wk[d,f]
 V[k,e] = Xq[k,d] Wv[d,e]
 O[q,e] = attention(Q[q,f], K[k,f], V[k,e])
 L = avg(O[q,e] O[q,e])
+"""
+
+EMBED = """
+E[b,d] = T[Idx[b], d]
+H[b] = E[b,d] W[d]
+L = avg((H[b] - Y[b]) ** 2)
 """
 
 
@@ -114,9 +126,76 @@ def torch_step(name: str, wrt: list[str], inputs: dict[str, np.ndarray], compile
     return step
 
 
+def embedding_inputs(quick: bool, dtype: np.dtype) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    v, d, b = (2000, 32, 256) if quick else (50000, 128, 4096)
+    return dict(
+        T=rng.normal(size=(v, d)).astype(dtype),
+        Idx=rng.integers(0, v, b),
+        W=rng.normal(size=d).astype(dtype),
+        Y=rng.normal(size=b).astype(dtype),
+    )
+
+
+def embedding_peers(inputs: dict[str, np.ndarray]) -> tuple[Callable[[], object], Callable[[], object]]:
+    """``jax.jit(jax.value_and_grad)`` and a torch eager step of the embedding loss, with respect to ``T``."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    j = {k: jnp.asarray(v) for k, v in inputs.items()}
+    f = jax.jit(jax.value_and_grad(lambda t, x: jnp.mean((t[x["Idx"]] @ x["W"] - x["Y"]) ** 2)))
+    rest = {k: j[k] for k in ("Idx", "W", "Y")}
+    t = {k: torch.from_numpy(v.copy()) for k, v in inputs.items()}
+    table = t["T"].requires_grad_(True)
+
+    def torch_step() -> object:
+        loss = torch.mean((table[t["Idx"]] @ t["W"] - t["Y"]) ** 2)
+        return torch.autograd.grad(loss, [table])
+
+    return (lambda: jax.block_until_ready(f(j["T"], rest))), torch_step
+
+
+def embedding_table(quick: bool, one_hot: bool, repeats: int) -> None:
+    """The embedding-gradient table (see the module docstring)."""
+    print()
+    print(
+        "| embedding V x D, B | dtype | fuse scatter ms | fuse one-hot ms | jax.jit(grad) ms | torch eager ms "
+        "| scatter / best peer | one-hot / scatter |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        inputs = embedding_inputs(quick, dtype)
+        grad = Program(EMBED).grad("L", ["T"])
+        runner = grad.compile("llvm")
+        got = runner(**inputs)
+        jax_step, torch_step = embedding_peers(inputs)
+        loss, want = jax_step()  # type: ignore[misc]
+        tol = 2e-3 if dtype == np.float32 else 1e-8
+        np.testing.assert_allclose(got["dL_dT"], np.asarray(want), rtol=tol, atol=tol * float(np.abs(want).max()))
+        fuse = best_of(lambda runner=runner, inputs=inputs: runner(**inputs), repeats)
+        hot_text = "skipped"
+        ratio = ""
+        if quick or one_hot:
+            dtypes = {k: v.dtype for k, v in inputs.items()}
+            dense = Program(grad.to_fuse(dtypes)).compile("llvm")
+            np.testing.assert_allclose(
+                dense(**inputs)["dL_dT"], got["dL_dT"], rtol=tol, atol=tol * float(np.abs(want).max())
+            )
+            hot = best_of(lambda dense=dense, inputs=inputs: dense(**inputs), max(1, repeats // 3))
+            hot_text, ratio = f"{hot * 1e3:.2f}", f"{hot / fuse:.1f}"
+        peers = {"jax": best_of(jax_step, repeats), "torch": best_of(torch_step, repeats)}
+        v, d = inputs["T"].shape
+        print(
+            f"| {v} x {d}, {len(inputs['Idx'])} | {dtype.name} | {fuse * 1e3:.2f} | {hot_text} "
+            f"| {peers['jax'] * 1e3:.2f} | {peers['torch'] * 1e3:.2f} | {fuse / min(peers.values()):.2f} | {ratio} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--one-hot", action="store_true", help="time the one-hot embedding gradient at full size")
     args = parser.parse_args()
     import jax
 
@@ -144,6 +223,7 @@ def main() -> None:
                 f"| {name} | {dtype.name} | {fuse * 1e3:.2f} | {peers['jax'] * 1e3:.2f} | {peers['eager'] * 1e3:.2f} "
                 f"| {peers['compile'] * 1e3:.2f} | {fuse / best:.2f} | {compile_s:.2f} |"
             )
+    embedding_table(args.quick, args.one_hot, repeats)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.dtypes import accumulate_dtype
 from fuse_mlir.interp.plans import (
+    SCATTER_RANGE,
     access_op_plan,
     access_plan,
     axis_plan,
@@ -52,6 +53,7 @@ from fuse_mlir.interp.plans import (
     map_plan,
     place_plan,
     reduce_plan,
+    scatter_plan,
 )
 from fuse_mlir.interp.registry import OpTable
 from fuse_mlir.lowered import Lowered, RunResult
@@ -168,6 +170,11 @@ class ArrayOps:
 
     def set_at(self, x: Array, index: tuple[Any, ...], value: Array) -> Array:
         """A copy of ``x`` with ``x[index] = value``."""
+        raise NotImplementedError
+
+    def add_at(self, x: Array, index: tuple[Any, ...], value: Array) -> Array:
+        """A copy of ``x`` with ``value`` added at ``index`` (integer arrays of ``value``'s shape); duplicate
+        positions accumulate."""
         raise NotImplementedError
 
     def argsort_stable(self, x: Array, axis: int) -> Array:
@@ -468,6 +475,10 @@ def static_meta(module: ModuleOp) -> WalkMeta:
                     meta.checks.append(
                         CheckSpec(f"gathered index {{0}} is out of range for axis {k} (extent {{1}})", _loc(op))
                     )
+        elif isinstance(op, te.ScatterAddOp):
+            for k, a in enumerate(op.axis_list()):
+                if a.axis_kind == te.AxisKind.GATHER:
+                    meta.checks.append(CheckSpec(SCATTER_RANGE.format("{0}", k, "{1}"), _loc(op)))
         elif _int_pow(op):
             meta.checks.append(CheckSpec(nb.INT_NEGATIVE_POWER, _loc(op)))
         elif isinstance(op, te.SinkOp):
@@ -796,6 +807,34 @@ def _place(s: _State, op: te.PlaceOp) -> Array:
             index.append(slice(None))
     dtype = plan.dtype
     return xp.set_at(xp.zeros(shape, dtype), tuple(index), xp.astype(xp.align(src, names, free), dtype))
+
+
+@WALK.impl(te.ScatterAddOp)
+def _scatter_add(s: _State, op: te.ScatterAddOp) -> Array:
+    xp = s.ops
+    upd = s.get(op.update)
+    names = op.update_names()
+    gathers = [s.get(g) for g in op.gathers]
+    gnames = te.names_of_each(op.gather_indices)
+    shape = scatter_plan(
+        op, tuple(upd.shape), [tuple(g.shape) for g in gathers], [s.get(e) for e in op.extents], _loc(op)
+    )
+    dtype = te.dtype_of(op.result)
+    idx: list[Any] = []
+    for k, a in enumerate(op.axis_list()):
+        if a.axis_kind == te.AxisKind.NAME:
+            p = names.index(a.index_name)
+            idx.append(xp.reshape(xp.arange(upd.shape[p]), [-1 if q == p else 1 for q in range(len(names))]))
+            continue
+        g = gathers[a.value]
+        n = shape[k]
+        s.defer_check((g < 0) | (g >= n), g, n)  # clamped below: the run fails after the call, nothing is read
+        gi = xp.clip(xp.astype(g, np.dtype(np.int64)), 0, max(n - 1, 0))
+        idx.append(xp.align(gi, gnames[a.value], names))
+    if _size(upd) == 0 or 0 in shape:
+        return xp.zeros(shape, dtype)
+    full = tuple(xp.broadcast_to(i, tuple(upd.shape)) for i in idx)
+    return xp.add_at(xp.zeros(shape, dtype), full, xp.astype(upd, dtype))
 
 
 @WALK.impl(te.BlockOp)

@@ -17,6 +17,8 @@ computation as:
   sum and the max of one expression come out of one loop nest.
 - ``ew.contract``: a sum-of-products of two float tensors kept whole so the
   loop level can call BLAS (gemm/gemv, batched).
+- ``ew.scatter_add``: an update added into zeros at positions read from
+  index tensors (the adjoint of a gather); repeated positions accumulate.
 - ``ew.host_call``: a builtin run by the runtime on NumPy (``tucker_dense``,
   ``topk``): rare, shape-static, and not worth native code.
 
@@ -450,8 +452,86 @@ class HostCallOp(IRDLOperation):
         super().__init__(operands=[list(inputs)], result_types=[list(result_types)], attributes=attrs)
 
 
+@irdl_op_definition
+class ScatterAddOp(IRDLOperation):
+    """``update`` added into a zero tensor at computed positions; duplicate positions accumulate.
+
+    The iteration space is the update's own axes. ``maps[n]`` is the update
+    axis of each axis of gather operand ``n`` (an integer tensor). Result axis
+    k is written at ``places[k]``: update axis ``p`` when ``p >= 0``, else the
+    value of gather ``-1 - p`` (``-1`` is gather 0), whose result extent is the
+    next of ``extents``. A gathered value outside ``[0, extent)`` is a run-time
+    error with message ``check`` (formatted with the value and the extent) at
+    ``loc``; nothing is written there.
+    """
+
+    name = "ew.scatter_add"
+    update = operand_def(TensorType)
+    gathers = var_operand_def(TensorType)
+    extents = var_operand_def(IndexType)
+    maps = attr_def(ArrayAttr[ArrayAttr[IntegerAttr]])
+    places = attr_def(ArrayAttr[IntegerAttr])
+    check = attr_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(),)
+    assembly_format = "$update `[` $gathers `]` `(` $extents `)` attr-dict `:` type($update) `[` type($gathers) `]` `->` type($result)"
+
+    def __init__(
+        self,
+        update: SSAValue,
+        gathers: Sequence[SSAValue],
+        extents: Sequence[SSAValue],
+        maps: Sequence[Sequence[int]],
+        places: Sequence[int],
+        check: str,
+        result_type: TensorType,
+        loc: Loc | str = "",
+    ):
+        attrs: dict[str, Attribute] = {
+            "maps": ArrayAttr([ArrayAttr([IntegerAttr(d, i64) for d in m]) for m in maps]),
+            "places": ArrayAttr([IntegerAttr(p, i64) for p in places]),
+            "check": StringAttr(check),
+        }
+        super().__init__(operands=[update, list(gathers), list(extents)], result_types=[result_type], attributes=attrs)
+        set_location(self, loc)
+
+    def map_list(self) -> list[tuple[int, ...]]:
+        """The update axis of each axis of each gather operand."""
+        return [ints_of(m) for m in self.maps.data]
+
+    def place_list(self) -> list[int]:
+        """Per result axis: the update axis it is (``>= 0``) or ``-1 - n`` for gather ``n``'s value."""
+        return [a.value.data for a in self.places.data]
+
+    def verify_(self) -> None:
+        ut = self.update.type
+        rt = self.result.type
+        assert isinstance(ut, TensorType) and isinstance(rt, TensorType)
+        rank = ut.get_num_dims()
+        maps = self.map_list()
+        if len(maps) != len(self.gathers):
+            raise VerifyException(f"ew.scatter_add: {len(self.gathers)} gathers but {len(maps)} maps")
+        for n, (g, m) in enumerate(zip(self.gathers, maps)):
+            gt = g.type
+            assert isinstance(gt, TensorType)
+            if gt.get_num_dims() != len(m) or not all(0 <= d < rank for d in m):
+                raise VerifyException(f"ew.scatter_add: map {list(m)} of gather {n} does not fit a rank-{rank} update")
+            if not isinstance(gt.element_type, IntegerType):
+                raise VerifyException(f"ew.scatter_add: gather {n} must hold integers")
+        places = self.place_list()
+        if len(places) != rt.get_num_dims():
+            raise VerifyException(f"ew.scatter_add: {len(places)} places for a rank-{rt.get_num_dims()} result")
+        if not all(-len(maps) <= p < rank for p in places):
+            raise VerifyException(f"ew.scatter_add: places {places} name a missing update axis or gather")
+        if sum(p < 0 for p in places) != len(self.extents):
+            raise VerifyException("ew.scatter_add: one extent per gathered result axis expected")
+        if ut.element_type != rt.element_type:
+            raise VerifyException("ew.scatter_add: the update and the result share one element type")
+
+
 Elemwise = Dialect(
     "ew",
-    [GenericOp, ContractOp, HostCallOp, YieldOp, IndexOp, ExtractOp, AssertOp],
+    [GenericOp, ContractOp, ScatterAddOp, HostCallOp, YieldOp, IndexOp, ExtractOp, AssertOp],
     [IteratorTypeAttr, ReductionKindAttr],
 )

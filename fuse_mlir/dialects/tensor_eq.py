@@ -1059,6 +1059,99 @@ class PlaceOp(NamedOp):
 
 
 @irdl_op_definition
+class ScatterAddOp(NamedOp):
+    """Add an update into zeros at gathered positions: the transpose of a gathering ``te.access``.
+
+    ``out = zeros(shape)``; for every position ``p`` of ``update`` (named by
+    ``operand_indices[0]``), ``out[a_0(p), ..., a_r(p)] += update[p]``, where
+    ``axes[k]`` is ``#te.axis<i>`` (update index ``i``) or ``#te.axis<gather
+    n>`` (the value of gather operand ``n`` at ``p``; its axes are named by
+    ``gather_indices[n]``, each an update index). Duplicate positions
+    accumulate. The result's axes are named by ``indices``; a gathered axis
+    takes its extent from ``extents``, one per gathered axis in order. A
+    gathered value outside ``[0, extent)`` is a run-time error (never a write).
+    Every update index is a named axis or indexes a gather operand.
+    """
+
+    name = "te.scatter_add"
+    update = operand_def(TensorType)
+    gathers = var_operand_def(TensorType)
+    extents = var_operand_def(IndexType)
+    axes = attr_def(ArrayAttr[AccessAxisAttr])
+    operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    gather_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
+    indices = attr_def(ArrayAttr[StringAttr])
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(),)
+    assembly_format = "$update `[` $gathers `]` `(` $extents `)` attr-dict `:` type($update) `[` type($gathers) `]` `->` type($result)"
+
+    def __init__(
+        self,
+        update: SSAValue,
+        update_indices: Sequence[str],
+        axes: Sequence[AccessAxisAttr | str],
+        indices: Sequence[str],
+        result_type: TensorType,
+        gathers: Sequence[SSAValue],
+        gather_indices: Sequence[Sequence[str]],
+        extents: Sequence[SSAValue],
+        loc: Loc | str = "",
+    ):
+        attrs: dict[str, Attribute] = {
+            "axes": axis_attrs(axes),
+            "operand_indices": str_array_array([update_indices]),
+            "gather_indices": str_array_array(gather_indices),
+            "indices": str_array(indices),
+        }
+        super().__init__(operands=[update, list(gathers), list(extents)], result_types=[result_type], attributes=attrs)
+        set_location(self, loc)
+
+    def axis_list(self) -> list[AccessAxisAttr]:
+        """Where each result axis takes its position from, in order."""
+        return list(self.axes.data)
+
+    def update_names(self) -> tuple[str, ...]:
+        return names_of_each(self.operand_indices)[0]
+
+    def verify_(self) -> None:
+        axes = self.axis_list()
+        self.verify_named([self.update], self.operand_indices, self.indices)
+        each = names_of_each(self.gather_indices)
+        if len(each) != len(self.gathers):
+            raise VerifyException(f"te.scatter_add: {len(self.gathers)} gathers but {len(each)} gather_indices")
+        for k, (g, names) in enumerate(zip(self.gathers, each)):
+            _check_rank(self, g, names, f"gather #{k}")
+            _check_unique(self, names, f"gather #{k} indices")
+            if not isinstance(elem := g.type.get_element_type(), IntegerType):  # type: ignore[attr-defined]
+                raise VerifyException(f"te.scatter_add: gather #{k} must hold integers, not {elem}")
+        out = names_of(self.indices)
+        if len(axes) != len(out):
+            raise VerifyException(f"te.scatter_add: {len(axes)} axes for a rank-{len(out)} result")
+        upd = set(self.update_names())
+        used: set[str] = set()
+        for a in axes:
+            if a.axis_kind == AxisKind.NAME:
+                used.add(a.index_name)
+            elif a.axis_kind == AxisKind.GATHER:
+                if a.value >= len(self.gathers):
+                    raise VerifyException(f"te.scatter_add: axis {a} names gather operand {a.value}, of {len(each)}")
+            else:
+                raise VerifyException(f"te.scatter_add: an axis is an index name or a gather, not a {a.axis_kind}")
+        used.update(n for names in each for n in names)
+        if used != upd:
+            raise VerifyException(
+                f"te.scatter_add: the update's indices {sorted(upd)} must be exactly those the axes and gathers "
+                f"read {sorted(used)}"
+            )
+        named = [a.index_name for a in axes if a.axis_kind == AxisKind.NAME]
+        if [n for n, a in zip(out, axes) if a.axis_kind == AxisKind.NAME] != named:
+            raise VerifyException("te.scatter_add: a named axis must be named as its update index in the result")
+        if sum(a.axis_kind == AxisKind.GATHER for a in axes) != len(self.extents):
+            raise VerifyException("te.scatter_add: one extent per gathered axis expected")
+
+
+@irdl_op_definition
 class BlockOp(NamedOp):
     """A model block with its own index rules: ``attention``, ``rope``, ``tucker_dense``, ``topk``.
 
@@ -1328,6 +1421,7 @@ TensorEq = Dialect(
         FlattenOp,
         GenerateOp,
         PlaceOp,
+        ScatterAddOp,
         BlockOp,
         GroupOp,
         CastOp,

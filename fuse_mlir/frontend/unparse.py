@@ -9,7 +9,8 @@ a ``te.dim`` knows come from an int8 ones vector over that axis
 text parses back into a program computing the same values with the same
 dtypes; what the language cannot spell (a float64 to float32 cast, the
 ``rope``/``tucker_dense``/``topk`` blocks, a ``logsumexp`` over several axes)
-is a FuseError.
+is a FuseError. A ``te.scatter_add`` (the adjoint of a gather) has no surface form: it prints as the
+update contracted with one-hot ``iota(s) == index`` factors, which computes the same sums.
 """
 
 from __future__ import annotations
@@ -228,6 +229,8 @@ class Unparser:
                     ones = self.extent_ones(next(extents), n)
                     factors.append(f"(iota({self.index(n)}) == {p}) {ones}")
             self.define(op, " * ".join(factors), out)
+        elif isinstance(op, te.ScatterAddOp):
+            self.scatter_add(op)
         elif isinstance(op, te.BlockOp):
             self.block_op(op)
         elif isinstance(op, te.GroupOp):
@@ -347,6 +350,19 @@ class Unparser:
         lhs_names = tuple(slice_of.get(n, self.index(n)) for n in out)
         rhs = f"{src}[{', '.join(items)}]" if items else src
         self.define(op, rhs, lhs_names, raw=True)
+
+    def scatter_add(self, op: te.ScatterAddOp) -> None:
+        """The language has no left-hand gather, so a scatter-add prints as the sum it is: the update times a
+        one-hot ``iota(s) == index`` per gathered axis (same values; it runs as a contraction when read back)."""
+        factors = [self.ref(op.update, op.update_names())]
+        out = te.names_of(op.indices)
+        extents = iter(op.extents)
+        for n, a in zip(out, op.axis_list()):
+            if a.axis_kind == te.AxisKind.GATHER:
+                g, names = op.gathers[a.value], te.names_of_each(op.gather_indices)[a.value]
+                ones = self.extent_ones(next(extents), n)
+                factors.append(f"((iota({self.index(n)}) {ones}) == ({self.ref(g, names)}))")
+        self.define(op, " * ".join(factors), out)
 
     def block_op(self, op: te.BlockOp) -> None:
         if op.fn.data != "attention":

@@ -185,6 +185,36 @@ class EwInterpreter(Interpreter):
         res = contract_named([a, b], maps, out, _einsum_kernel, kit, linear=True)
         return np.asarray(res, dtype=dtype)
 
+    @EW.impl(ew.ScatterAddOp)
+    def ew_scatter_add(self, op: ew.ScatterAddOp) -> np.ndarray:
+        upd = self.get(op.update)
+        gathers = [self.get(g) for g in op.gathers]
+        maps = op.map_list()
+        sizes = iter(self.get(e) for e in op.extents)
+        shape: list[int] = []
+        idx: list[np.ndarray] = []
+        for p in op.place_list():
+            if p >= 0:
+                shape.append(upd.shape[p])
+                idx.append(np.arange(upd.shape[p]).reshape([-1 if q == p else 1 for q in range(upd.ndim)]))
+                continue
+            n = next(sizes)
+            g = gathers[-1 - p].astype(np.int64)
+            m = maps[-1 - p]
+            # The gather's axes in update order, size 1 along the update axes it lacks.
+            view = np.transpose(g, np.argsort(m)).reshape(
+                [g.shape[m.index(q)] if q in m else 1 for q in range(upd.ndim)]
+            )
+            bad = (view < 0) | (view >= n)
+            if np.any(bad):
+                raise FuseRuntimeError(format_details(op.check.data, int(view[bad].flat[0]), n), source_loc(op))
+            shape.append(n)
+            idx.append(view)
+        res = np.zeros(shape, dtype=upd.dtype)
+        if upd.size:
+            np.add.at(res, tuple(np.broadcast_to(i, upd.shape) for i in idx), upd)
+        return res
+
     @EW.impl(ew.HostCallOp)
     def host_call(self, op: ew.HostCallOp) -> Any:
         return host_call(op.fn.data, [self.get(v) for v in op.inputs], te.params_of(op.params))

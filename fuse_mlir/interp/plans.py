@@ -341,3 +341,25 @@ def block_plan(op: te.BlockOp) -> BlockPlan:
         te.params_of(op.params),
         tuple(te.dtype_of(r) for r in op.outputs),
     )
+
+
+def scatter_plan(
+    op: te.ScatterAddOp,
+    upd_shape: Sequence[int],
+    gather_shapes: Sequence[Sequence[int]],
+    extents: Sequence[int],
+    loc: Loc | None,
+) -> list[int]:
+    """The shape of a ``te.scatter_add``'s result; each index tensor's extents are checked against the update's
+    (from shapes alone, so every backend that walks tensor_eq reports the same errors)."""
+    ext = dict(zip(op.update_names(), upd_shape))
+    for shape, names in zip(gather_shapes, te.names_of_each(op.gather_indices)):
+        for n, size in zip(names, shape):
+            if ext[n] != size:
+                raise FuseRuntimeError(f"index {n} is {ext[n]} in the update but {size} in an index tensor", loc)
+    sizes = iter(extents)
+    return [next(sizes) if a.axis_kind == te.AxisKind.GATHER else ext[a.index_name] for a in op.axis_list()]
+
+
+SCATTER_RANGE = "scattered index {0} is out of range for axis {1} (extent {2})"
+"""The error of a scatter-add position outside the result (index value, axis, extent)."""

@@ -32,6 +32,7 @@ from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.dtypes import MAP_FNS, accumulate_dtype
 from fuse_mlir.interp.plans import (
+    SCATTER_RANGE,
     access_op_plan,
     access_plan,
     axis_plan,
@@ -44,6 +45,7 @@ from fuse_mlir.interp.plans import (
     map_plan,
     place_plan,
     reduce_plan,
+    scatter_plan,
 )
 from fuse_mlir.interp.registry import OpTable
 from fuse_mlir.lowered import RunResult
@@ -375,6 +377,30 @@ class Interpreter:
                 index.append(slice(None))
         res = np.zeros(shape, dtype=src.dtype)
         res[tuple(index)] = align(src, plan.names, plan.free)
+        return res
+
+    @REFERENCE.impl(te.ScatterAddOp)
+    def scatter_add(self, op: te.ScatterAddOp) -> np.ndarray:
+        upd = self.get(op.update)
+        names = op.update_names()
+        loc = _loc(op)
+        gathers = [self.get(g) for g in op.gathers]
+        gnames = te.names_of_each(op.gather_indices)
+        shape = scatter_plan(op, upd.shape, [g.shape for g in gathers], [self.get(e) for e in op.extents], loc)
+        idx: list[np.ndarray] = []
+        for k, a in enumerate(op.axis_list()):
+            if a.axis_kind == te.AxisKind.NAME:
+                p = names.index(a.index_name)
+                idx.append(np.arange(upd.shape[p]).reshape([-1 if q == p else 1 for q in range(len(names))]))
+                continue
+            g = gathers[a.value]
+            bad = (g < 0) | (g >= shape[k])
+            if np.any(bad):
+                raise FuseRuntimeError(SCATTER_RANGE.format(g[bad].flat[0], k, shape[k]), loc)
+            idx.append(align(g.astype(np.intp), gnames[a.value], names))
+        res = np.zeros(shape, dtype=upd.dtype)
+        if upd.size:
+            np.add.at(res, tuple(np.broadcast_to(i, upd.shape) for i in idx), upd)
         return res
 
     @REFERENCE.impl(te.BlockOp)

@@ -149,6 +149,16 @@ def _infer(
                     for n, p in zip(te.names_of(op.indices), op.position_list())
                 )
             ]
+        case te.ScatterAddOp():
+            names = op.update_names()
+            extents = iter(env[e] for e in op.extents)
+            s = shape(op.update)
+            return [
+                tuple(
+                    next(extents) if a.axis_kind == te.AxisKind.GATHER else s[names.index(a.index_name)]
+                    for a in op.axis_list()
+                )
+            ]
         case te.BlockOp():
             return _block_shapes(op, shape)
         case te.GroupOp():

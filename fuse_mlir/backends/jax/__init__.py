@@ -113,6 +113,9 @@ class JaxOps(ArrayOps):
     def set_at(self, x: jax.Array, index: tuple[Any, ...], value: jax.Array) -> jax.Array:
         return x.at[index].set(value)
 
+    def add_at(self, x: jax.Array, index: tuple[Any, ...], value: jax.Array) -> jax.Array:
+        return x.at[index].add(value)
+
     def argsort_stable(self, x: jax.Array, axis: int) -> jax.Array:
         return jnp.argsort(x, axis=axis, stable=True)
 

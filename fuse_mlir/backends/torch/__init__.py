@@ -146,6 +146,9 @@ class TorchOps(ArrayOps):
         out[index] = value
         return out
 
+    def add_at(self, x: torch.Tensor, index: tuple[Any, ...], value: torch.Tensor) -> torch.Tensor:
+        return x.index_put(index, value, accumulate=True)
+
     def argsort_stable(self, x: torch.Tensor, axis: int) -> torch.Tensor:
         return torch.argsort(x, dim=axis, stable=True)
 

@@ -14,6 +14,8 @@ map, never rewritten in place), plus the module attributes the runtime reads:
   the loop order and where accumulators live.
 - ``ew.contract`` → ``loop.gemm`` when it is a (batched) matrix product after
   transposing operands and merging adjacent dims, else a generic-like nest.
+- ``ew.scatter_add`` → a zero-filled ``loop.alloc`` and a nest of checked
+  read-add-writes (see :meth:`EwToLoop.lower_scatter_add` for its parallel loop).
 - ``ew.host_call`` → ``loop.host_call`` with an ``id`` into ``fuse.host_calls``.
 - ``te.export`` / ``te.sink`` → ``loop.result``: every exported value first (in
   order), then every sink value. ``fuse.results`` entries are ``[name,
@@ -85,6 +87,17 @@ def memref_of(t: Attribute) -> MemRefType:
     """The buffer type of a tensor type (same shape, static extents kept)."""
     assert isinstance(t, TensorType)
     return MemRefType(storage_type(t.element_type), [n if n >= 0 else DYNAMIC_INDEX for n in t.get_shape()])
+
+
+SCATTER_CHUNK = 128
+"""Bytes of a result row one thread of a parallel ``ew.scatter_add`` owns (two cache lines)."""
+
+
+def elem_bytes(t: Attribute) -> int:
+    """The size in bytes of a scalar type's elements (``i1`` counts as one byte)."""
+    width = getattr(t, "width", None)
+    bits = width.data if width is not None else getattr(t, "bitwidth", 64)
+    return max(1, int(bits) // 8)
 
 
 # --------------------------------------------------------------------------
@@ -650,6 +663,126 @@ class EwToLoop:
 
         self.loop_for(bounds[0], [], True, step)
 
+    def fill(self, buf: SSAValue, extents: Sequence[SSAValue], value: SSAValue) -> None:
+        """Store ``value`` at every position of ``buf``: a nest whose outer loop is parallel."""
+        if not extents:
+            self.store(value, buf, [])
+            return
+        ivs: list[SSAValue] = []
+
+        def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            ivs.append(iv)
+            if len(ivs) == len(extents):
+                self.store(value, buf, ivs)
+            else:
+                self.loop_for(extents[len(ivs)], [], False, step)
+            ivs.pop()
+            return []
+
+        self.loop_for(extents[0], [], True, step)
+
+    def lower_scatter_add(self, op: ew.ScatterAddOp) -> SSAValue:
+        """Zeros, then one read-add-write per update element at its checked position.
+
+        Parallel safety: two update elements that differ along an axis the
+        result takes directly (a *named* place, ``d`` of ``E[idx[b], d]``) never
+        write the same element, while those that differ only along gathered
+        axes may. So the outer parallel loop runs over chunks of the last named
+        axis (``SCATTER_CHUNK`` bytes each, so threads do not share cache lines
+        in a contiguous row), and every update of a chunk is visited serially
+        inside it: race-free with duplicates accumulating in order, no private
+        copies of the result. With no named axis the nest is serial.
+        """
+        upd = self.mapped(op.update)
+        gathers = [self.mapped(g) for g in op.gathers]
+        maps = op.map_list()
+        places = op.place_list()
+        rt = op.result.type
+        assert isinstance(rt, TensorType)
+        elem = rt.element_type
+        rank = len(upd.type.get_shape())  # type: ignore[attr-defined]
+        uext = [self.buffer_dim(upd, k) for k in range(rank)]
+        sizes = iter(self.mapped(e) for e in op.extents)
+        out_ext = [uext[p] if p >= 0 else next(sizes) for p in places]
+        out = self.alloc(out_ext, memref_of(rt))
+        self.fill(out, out_ext, self.const(0, elem))
+        code = self.error(op.check.data, loc_text(op))
+        named = sorted({p for p in places if p >= 0})
+        chunked = named[-1] if named else None
+        ivs: dict[int, SSAValue] = {}
+        pos: dict[int, SSAValue] = {}  # result axis -> position, once its gather's axes are bound
+
+        def positions(ready: Callable[[int], bool]) -> None:
+            for k, p in enumerate(places):
+                if p >= 0 or k in pos or not all(ready(d) for d in maps[-1 - p]):
+                    continue
+                n = -1 - p
+                g = gathers[n]
+                gt = op.gathers[n].type
+                assert isinstance(gt, TensorType)
+                v = self.load(g, [ivs[d] for d in maps[n]], signless(gt.element_type))
+                elem_g = gt.element_type
+                if is_unsigned(elem_g) and isinstance(elem_g, IntegerType) and elem_g.width.data < 64:
+                    v = self.val(arith.ExtUIOp(v, I64))  # zero-extended: index_cast sign-extends
+                i = self.val(arith.IndexCastOp(v, INDEX))
+                self.emit(loop.CheckOp(self.val(arith.CmpiOp(i, out_ext[k], "ult")), i, out_ext[k], code))
+                pos[k] = i
+
+        def update() -> None:
+            positions(lambda d: True)
+            at = [ivs[p] if p >= 0 else pos[k] for k, p in enumerate(places)]
+            x = self.load(upd, [ivs[k] for k in range(rank)], elem)
+            old = self.load(out, at, elem)
+            add = arith.AddfOp(old, x) if is_float(elem) else arith.AddiOp(old, x)
+            self.store(self.val(add), out, at)
+            for k in [k for k, p in enumerate(places) if p < 0 and any(d == chunked for d in maps[-1 - p])]:
+                del pos[k]  # computed inside the chunk loop: recomputed at each of its iterations
+
+        serial = [k for k in range(rank) if k != chunked]
+
+        def level(j: int, inner: Callable[[], None]) -> None:
+            if j == len(serial):
+                inner()
+                return
+
+            def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                ivs[serial[j]] = iv
+                level(j + 1, inner)
+                del ivs[serial[j]]
+                return []
+
+            self.loop_for(uext[serial[j]], [], False, step)
+
+        if chunked is None:
+            level(0, update)
+            return out
+        c = chunked
+        width = self.index(max(1, SCATTER_CHUNK // max(1, elem_bytes(elem))))
+        n = uext[c]
+        chunks = self.val(arith.DivUIOp(self.val(arith.AddiOp(n, self.val(arith.SubiOp(width, self.index(1))))), width))
+
+        def chunk(j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            start = self.val(arith.MuliOp(j, width))
+            stop = self.smin(self.val(arith.AddiOp(start, width)), n)
+
+            def inner() -> None:
+                positions(lambda d: d != c)  # hoisted out of the chunk loop when they do not read it
+
+                def along(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                    ivs[c] = self.val(arith.AddiOp(start, iv))
+                    update()
+                    del ivs[c]
+                    return []
+
+                self.loop_for(self.val(arith.SubiOp(stop, start)), [], False, along)
+                pos.clear()
+
+            level(0, inner)
+            return []
+
+        self.loop_for(chunks, [], True, chunk)
+        return out
+
     def lower_host_call(self, op: ew.HostCallOp) -> None:
         cid = len(self.host_calls)
         params = op.params if op.params is not None else DictionaryAttr({})
@@ -820,6 +953,8 @@ class EwToLoop:
                 self.vmap[r] = v
         elif isinstance(op, ew.ContractOp):
             self.vmap[op.result] = self.lower_contract(op)
+        elif isinstance(op, ew.ScatterAddOp):
+            self.vmap[op.result] = self.lower_scatter_add(op)
         elif isinstance(op, ew.HostCallOp):
             self.lower_host_call(op)
         elif isinstance(op, te.ExportOp):
@@ -895,8 +1030,10 @@ class LowerEwToLoop(ModulePass):
     outside, reduction dims inside with the accumulator in loop-carried
     values, or reductions outside a contiguous result dim for column-style
     reductions); ew.contract becomes loop.gemm when it is a (batched) matrix
-    product; boundary ops become loop.arg / loop.result slots recorded in the
-    module attributes fuse.args, fuse.results, fuse.errors and fuse.host_calls.
+    product; ew.scatter_add becomes a zero fill and a checked read-add-write
+    nest, parallel over chunks of a named axis; boundary ops become loop.arg /
+    loop.result slots recorded in the module attributes fuse.args,
+    fuse.results, fuse.errors and fuse.host_calls.
     """
 
     name = "lower-ew-to-loop"

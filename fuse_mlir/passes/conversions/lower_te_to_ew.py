@@ -121,7 +121,7 @@ def lower_te_to_ew(module: ModuleOp) -> ModuleOp:
 @register_pass
 @dataclass(frozen=True)
 class LowerTeToEw(ModulePass):
-    """Lower tensor_eq compute ops to elemwise kernels (ew.generic / ew.contract / ew.host_call)."""
+    """Lower tensor_eq compute ops to elemwise kernels (ew.generic / ew.contract / ew.scatter_add / ew.host_call)."""
 
     name = "lower-te-to-ew"
     level: ClassVar[str] = "tensor_eq"

@@ -200,6 +200,28 @@ class Emitter:
         op = te.PlaceOp(t.value, list(extents), list(positions), t.names, list(out), self.ttype(t.dtype, len(out)))
         return T(self.op(op).results[0], tuple(out))
 
+    def scatter_add(
+        self,
+        t: T,
+        axes: Sequence[te.AccessAxisAttr | str],
+        out: Sequence[str],
+        gathers: Sequence[T],
+        extents: Sequence[SSAValue],
+    ) -> T:
+        """``t`` added into zeros at ``axes`` (names of ``t`` or gathers), duplicates accumulating: the transpose
+        of :meth:`access` with the same axes; ``extents`` gives each gathered axis's extent."""
+        op = te.ScatterAddOp(
+            t.value,
+            t.names,
+            list(axes),
+            list(out),
+            self.ttype(t.dtype, len(out)),
+            [g.value for g in gathers],
+            [g.names for g in gathers],
+            list(extents),
+        )
+        return T(self.op(op).results[0], tuple(out))
+
     def count(self, like: T, names: Sequence[str], extents: Extents | dict[str, SSAValue]) -> T:
         """How many elements the axes ``names`` span, shaped and typed like ``like`` (a sum of ones made from
         ``like`` itself, so a printed program keeps the dtype without a cast)."""

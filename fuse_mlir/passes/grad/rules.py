@@ -14,10 +14,14 @@ Conventions (documented in docs/autodiff.md):
   ``maximum(a, b)``/``minimum(a, b)`` split it evenly when ``a == b``.
 - relu'(0) = 0, |x|'(0) = 0; step, comparisons, logical operators and boolean
   groups are piecewise constant: they pass no gradient (zero).
-- Gathers, slices, offsets, positions and diagonals scatter-add the adjoint
-  back through a one-hot selection built from ``te.generate "iota"`` and
-  contracted with it: duplicate indices accumulate (it is a sum), and the
-  contraction has no write conflicts, so it runs in parallel safely.
+- A gather (every other axis a plain name) sends its adjoint back through
+  ``te.scatter_add``, which every level runs natively (duplicate indices
+  accumulate; the llvm nest is race-free, see ``lower_scatter_add``). Numeric
+  positions are a ``te.place``; offsets through distinct names read the
+  adjoint at the opposite offset. Slices and diagonals (and mixes of these
+  with gathers or offsets) scatter-add through a one-hot selection built from
+  ``te.generate "iota"`` and contracted with it: a sum with no write
+  conflicts, quadratic in the axis length, kept for those short index maps.
 """
 
 from __future__ import annotations
@@ -325,9 +329,15 @@ def flatten_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list
     return [rename(d, x.names)]
 
 
+_SCATTERED = (te.AxisKind.NAME, te.AxisKind.GATHER)
+"""The access axes a ``te.scatter_add`` writes through: the adjoint of a read through only these is one."""
+
+
 def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T | None]:
     """The adjoint of a read is a scatter-add. A permutation is a permutation back; names with fixed positions
-    are a ``te.place``; anything else (diagonals, offsets, slices, gathers) contracts the adjoint with one-hot
+    are a ``te.place``; gathers through otherwise plain names are a ``te.scatter_add`` through the same axes;
+    offsets through distinct names are the opposite offsets read from the adjoint; anything else (diagonals,
+    slices, mixes of these with gathers or offsets) contracts the adjoint with one-hot
     selections ``iota[s] == position read``, so duplicate gathered indices accumulate and out-of-range offset
     reads (which read 0) send nothing back."""
     assert isinstance(op, te.AccessOp)
@@ -346,10 +356,22 @@ def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
             fixed = [em.dim(T(src, tuple(fresh)), f) for a, f in zip(axes, fresh) if a.axis_kind != te.AxisKind.NAME]
             positions = [-1 if a.axis_kind == te.AxisKind.NAME else a.value for a in axes]
             return [em.place(g, positions, fresh, fixed), *none]
+    gathers = [T(v, ns) for v, ns in zip(op.gathers, te.names_of_each(op.gather_indices))]
+    if gathers and len(plain) == len(set(plain)) and all(a.axis_kind in _SCATTERED for a in axes):
+        # A gather (an embedding lookup E[idx[b], d]): a native scatter-add, O(updates) instead of the
+        # O(extent x updates) one-hot contraction below.
+        names = [a.index_name if a.axis_kind == te.AxisKind.NAME else em.fresh() for a in axes]
+        sizes = [em.op(te.DimOp(src, k)).results[0] for k, a in enumerate(axes) if a.axis_kind == te.AxisKind.GATHER]
+        return [em.scatter_add(g, axes, names, gathers, sizes), *none]
+    shifted = [a.index_name for a in axes if a.axis_kind in (te.AxisKind.NAME, te.AxisKind.OFFSET)]
+    if not gathers and len(shifted) == len(axes) == len(set(shifted)):
+        # Offsets through distinct names (X[t+1, j]): the adjoint is the read shifted back, dX[s] = g[s - 1] (0
+        # outside), an O(n) access; the offset axis has the source's extent, so the shapes match.
+        back = {a.index_name: te.AccessAxisAttr.offset(a.index_name, -a.value) for a in axes if a.value}
+        return [em.access(g, [back.get(n, n) for n in out_names], shifted), *none]
     src_names: list[str] = []
     factors: list[T] = []
     seen: set[str] = set()
-    gathers = [T(v, ns) for v, ns in zip(op.gathers, te.names_of_each(op.gather_indices))]
     for k, a in enumerate(axes):
         kind, name = a.axis_kind, a.index_name
         if kind == te.AxisKind.NAME and name not in seen:

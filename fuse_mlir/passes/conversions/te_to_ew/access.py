@@ -1,4 +1,5 @@
-"""te → ew for data access and movement: ``te.access``, ``te.generate``, ``te.flatten``, ``te.concat``, ``te.place``.
+"""te → ew for data access and movement: ``te.access``, ``te.generate``, ``te.flatten``, ``te.concat``, ``te.place``,
+``te.scatter_add``.
 
 Reads through index expressions become generics that read their source as a
 table (offsets clamp and select 0 outside the axis; numeric positions and
@@ -230,4 +231,40 @@ class LowerPlace(TeOpPattern):
         return lo.generic([x], [], out, [], "none", ext, dtype, body)
 
 
-PATTERNS = (LowerAccess, LowerGenerate, LowerFlatten, LowerConcat, LowerPlace)
+class LowerScatterAdd(TeOpPattern):
+    """An add at gathered positions: an ``ew.scatter_add`` over the update's axes (the loop level orders and
+    parallelises it), after checking that each index tensor spans the update's axes it names."""
+
+    op_type = te.ScatterAddOp
+
+    def lower(self, op: te.ScatterAddOp) -> SSAValue:
+        lo = self.lo
+        names = op.update_names()
+        loc = loc_text(op)
+        upd_ext = lo.ext(op.update)
+        gnames = te.names_of_each(op.gather_indices)
+        for g, gn in zip(op.gathers, gnames):
+            for n, e in zip(gn, lo.ext(g)):
+                message = f"index {n} is {{0}} in the update but {{1}} in an index tensor"
+                lo.emit(te.CheckDimOp(upd_ext[names.index(n)], e, message, loc))
+        axes = op.axis_list()
+        places = [names.index(a.index_name) if a.axis_kind == te.AxisKind.NAME else -1 - a.value for a in axes]
+        unsigned = all(te.dtype_of(g).kind == "u" for g in op.gathers)
+        check = f"scattered index {{0{':u' if unsigned else ''}}} is out of range for an axis of extent {{1}}"
+        scatter = ew.ScatterAddOp(
+            op.update,
+            list(op.gathers),
+            list(op.extents),
+            [[names.index(n) for n in gn] for gn in gnames],
+            places,
+            check,
+            te.tensor_type(te.dtype_of(op.result), [te.DYNAMIC] * len(axes)),
+            loc,
+        )
+        res = lo.emit(scatter).results[0]
+        sizes = iter(op.extents)
+        lo.extents[res] = [next(sizes) if p < 0 else upd_ext[p] for p in places]
+        return res
+
+
+PATTERNS = (LowerAccess, LowerGenerate, LowerFlatten, LowerConcat, LowerPlace, LowerScatterAdd)
