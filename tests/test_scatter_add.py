@@ -246,8 +246,6 @@ def test_checked_build_stays_clean(options: dict[str, int]) -> None:
 @pytest.mark.parametrize("index_dtype", [np.uint8, np.int32, np.uint64])
 def test_index_dtypes(backend: str, index_dtype: type) -> None:
     """Narrow unsigned indices are zero-extended (200 is row 200, not -56); a huge uint64 is out of range."""
-    if backend == "torch" and index_dtype == np.uint64:
-        pytest.skip("torch has no uint64 comparisons (gathers fail the same way)")
     u = np.arange(6.0).reshape(3, 2)
     idx = np.array([200, 1, 200], index_dtype) if index_dtype == np.uint8 else np.array([2, 1, 2], index_dtype)
     rows = int(idx.max()) + 1
@@ -286,3 +284,23 @@ def test_verifier_names_the_problem(change: tuple[str, str], needle: str) -> Non
     body = ONE_AXIS[1].format(f="f64", i="i64").replace(*change)
     with pytest.raises(FuseError, match=needle):
         parse_mlir("builtin.module {" + body + "}", "bad.mlir")
+
+
+GATHER = "Y[i] = X[Idx[i]]\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "index_dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+)
+def test_gather_index_dtypes(backend: str, index_dtype: type) -> None:
+    """A gather reads the same rows whatever the index tensor's integer dtype, and an index past the axis is a
+    located error naming its value, on every backend (torch has no uint64 comparisons: it once failed internally)."""
+    x = np.arange(300.0)
+    idx = np.array([0, 255 if np.iinfo(index_dtype).max >= 255 else 127, 3], index_dtype)
+    run = Program(GATHER).compile(backend)
+    np.testing.assert_array_equal(run(X=x, Idx=idx)["Y"], x[idx.astype(np.int64)])
+    big = np.iinfo(index_dtype).max
+    if big >= 300:
+        with pytest.raises(FuseRuntimeError, match=f"index {big} is out of range"):
+            run(X=x, Idx=np.array([1, big], index_dtype))

@@ -460,6 +460,18 @@ class _State:
         self.checks.append((xp.reduce(flat_bad, (0,), "any"), first, ext))
 
 
+def _checked_index(s: _State, g: Array, n: int) -> Array:
+    """Index tensor ``g`` into an axis of extent ``n`` as int64 positions clamped into range, its range check deferred.
+
+    The comparison runs on the int64 copy: torch has no comparisons for uint64, and a uint64 value of 2**63 or
+    more wraps negative there, so it fails the check too. The run fails after the call; nothing out of range is read.
+    """
+    xp = s.ops
+    gi = xp.astype(g, np.dtype(np.int64))
+    s.defer_check((gi < 0) | (gi >= n), g, n)
+    return xp.clip(gi, 0, max(n - 1, 0))
+
+
 def _int_pow(op: Operation) -> bool:
     """An integer power: its negative exponents are a data-dependent error, checked on the host after the call."""
     return isinstance(op, te.MapOp) and (plan := map_plan(op)).fn == "pow" and plan.dtype.kind in "iu"
@@ -573,9 +585,7 @@ def _access(s: _State, op: te.AccessOp) -> Array:
             valid = ok if valid is None else valid & ok
             idx.append(xp.clip(i, 0, max(n - 1, 0)))
         else:
-            g = gathers[val]
-            s.defer_check((g < 0) | (g >= n), g, n)
-            gi = xp.clip(xp.astype(g, np.dtype(np.int64)), 0, max(n - 1, 0))
+            gi = _checked_index(s, gathers[val], n)
             idx.append(xp.align(gi, gnames[val], out))
     if _size(src) == 0 or 0 in shape:
         return xp.zeros(shape, dtype)
@@ -826,10 +836,7 @@ def _scatter_add(s: _State, op: te.ScatterAddOp) -> Array:
             p = names.index(a.index_name)
             idx.append(xp.reshape(xp.arange(upd.shape[p]), [-1 if q == p else 1 for q in range(len(names))]))
             continue
-        g = gathers[a.value]
-        n = shape[k]
-        s.defer_check((g < 0) | (g >= n), g, n)  # clamped below: the run fails after the call, nothing is read
-        gi = xp.clip(xp.astype(g, np.dtype(np.int64)), 0, max(n - 1, 0))
+        gi = _checked_index(s, gathers[a.value], shape[k])
         idx.append(xp.align(gi, gnames[a.value], names))
     if _size(upd) == 0 or 0 in shape:
         return xp.zeros(shape, dtype)
