@@ -501,7 +501,7 @@ def test_fuse_opt_input_dtype_with_mlir(work: Path, capsys: pytest.CaptureFixtur
 MLIR_OK = """\
 builtin.module {
   %0 = te.input "X" {indices = ["i"]} : tensor<?xf64>
-  %1 = te.contract %0, %0 {operand_indices = [["i"], ["i"]], indices = [], projection = "sum"} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
+  %1 = te.contract %0, %0 {operand_indices = [["i"], ["i"]], indices = [], projection = #te.projection<sum>} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
   te.export %1 {names = ["S"]} : tensor<f64>
 }
 """
@@ -513,7 +513,13 @@ builtin.module {
         ("%0, %0 {", "%0 %0 {", "3:23", "Expected ':'"),
         ("te.contract", "te.contrakt", "3:8", "unknown operation 'te.contrakt'"),
         ("te.contract %0, %0", "te.contract %0, %9", "3:24", "use of undefined value %9"),
-        ('projection = "sum"', "projection = 3", "3:3", "should be of base attribute string"),
+        ('projection = #te.projection<sum>', "projection = 3", "3:3", "should be of base attribute te.projection"),
+        (
+            "projection = #te.projection<sum>",
+            "projection = #te.projection<total>",
+            "3:104",
+            "Expected `sum`, `max`, `min`, `mean`, or `prod`",
+        ),
         ('indices = ["i"]}', 'indices = ["i", "j"]}', "2:3", "te.input: result has rank 1 but 2 index names"),
         ("\n}\n", "\n", "5:1", "unexpected end of file in block definition"),
     ],

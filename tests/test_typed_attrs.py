@@ -101,6 +101,40 @@ def test_generic_iterators_and_kinds_are_enums() -> None:
     assert "#ew.iterator<reduction>" in text and "#ew.kind<max>" in text
 
 
+def test_reduce_kind_and_projection_are_enums() -> None:
+    prog = Program("S[i] max= X[i,j]\nT[i] = X[i,j] W[j]\nL[i] = logsumexp(X[i,j])\nexport S, T, L", "r.fuse")
+    module = prog.lower().module
+    contracts = [op for op in module.walk() if isinstance(op, te.ContractOp)]
+    reduces = [op for op in module.walk() if isinstance(op, te.ReduceOp)]
+    assert contracts and reduces
+    assert all(isinstance(op.projection.data, te.Projection) for op in contracts)
+    assert all(isinstance(op.kind.data, te.Reduction) for op in reduces)
+    text = print_module(module)
+    assert "projection = #te.projection<max>" in text and "te.reduce <logsumexp> " in text
+    assert print_module(parse_mlir(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "valid"),
+    [
+        ("te.reduce <sum>", "te.reduce <total>", "`sum`, `max`, `min`, `mean`, `prod`, `any`, or `logsumexp`"),
+        ("#te.projection<sum>", "#te.projection<any>", "`sum`, `max`, `min`, `mean`, or `prod`"),
+    ],
+)
+def test_unknown_reduce_kind_or_projection_names_the_valid_ones(old: str, new: str, valid: str) -> None:
+    text = (
+        "builtin.module {\n"
+        '  %x = te.input "X" {indices = ["i"]} : tensor<?xf64>\n'
+        '  %r = te.reduce <sum> %x {operand_indices = [["i"]], indices = []} : (tensor<?xf64>) -> tensor<f64>\n'
+        '  %c = te.contract %x {operand_indices = [["i"]], indices = [], projection = #te.projection<sum>}'
+        " : (tensor<?xf64>) -> tensor<f64>\n"
+        "}\n"
+    )
+    parse_mlir(text)
+    with pytest.raises(FuseError, match=re.escape(valid)):
+        parse_mlir(text.replace(old, new))
+
+
 def test_location_attrs() -> None:
     assert isinstance(location_attr(""), UnknownLoc) and isinstance(location_attr(None), UnknownLoc)
     assert isinstance(location_attr(Loc("a.fuse", 2, 3)), FileLineColLoc)
