@@ -513,7 +513,7 @@ builtin.module {
         ("%0, %0 {", "%0 %0 {", "3:23", "Expected ':'"),
         ("te.contract", "te.contrakt", "3:8", "unknown operation 'te.contrakt'"),
         ("te.contract %0, %0", "te.contract %0, %9", "3:24", "use of undefined value %9"),
-        ('projection = #te.projection<sum>', "projection = 3", "3:3", "should be of base attribute te.projection"),
+        ("projection = #te.projection<sum>", "projection = 3", "3:3", "should be of base attribute te.projection"),
         (
             "projection = #te.projection<sum>",
             "projection = #te.projection<total>",

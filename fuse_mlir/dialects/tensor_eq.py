@@ -377,6 +377,7 @@ def axis_attrs(axes: Sequence[AccessAxisAttr | str]) -> ArrayAttr[AccessAxisAttr
 # Shared verification helpers
 # --------------------------------------------------------------------------
 
+
 class Reduction(StrEnum):
     """How a ``te.reduce`` combines the values along the indices it drops."""
 
