@@ -46,7 +46,7 @@ class Body:
         dtype = np.dtype(dtype)
         t = signless(te.element_type(dtype if dtype != np.bool_ else np.int8))
         if dtype.kind == "f":
-            return self.add(arith.ConstantOp(FloatAttr(float(value), t)))  # type: ignore[arg-type]
+            return self.add(arith.ConstantOp(FloatAttr(float(value), t)))
         return self.add(arith.ConstantOp(IntegerAttr(int(value), t)))
 
     def index(self, value: int) -> SSAValue:
@@ -60,8 +60,8 @@ class Body:
         ts, td = signless(te.element_type(src)), signless(te.element_type(dst))
         if src.kind == "f" and dst.kind == "f":
             if src.itemsize < dst.itemsize:
-                return self.add(arith.ExtFOp(v, td))  # type: ignore[arg-type]
-            return self.add(arith.TruncFOp(v, td))  # type: ignore[arg-type]
+                return self.add(arith.ExtFOp(v, td))
+            return self.add(arith.TruncFOp(v, td))
         if src.kind in "iub" and dst.kind == "f":
             cls = arith.UIToFPOp if src.kind == "u" else arith.SIToFPOp
             return self.add(cls(v, td))  # type: ignore[arg-type]
@@ -108,7 +108,7 @@ class Body:
         }
         if op in table:
             cls = table[op][0 if f else 1]
-            return self.add(cls(a, b))  # type: ignore[arg-type]
+            return self.add(cls(a, b))
         if op == "div":
             assert f, "integer true division is lowered through float"
             return self.add(arith.DivfOp(a, b))
@@ -154,7 +154,7 @@ class Body:
             "cos": xmath.CosOp,
             "abs": xmath.AbsFOp,
         }[fn]
-        return self.add(cls(x))  # type: ignore[arg-type]
+        return self.add(cls(x))
 
     def neg(self, x: SSAValue, dtype: np.dtype) -> SSAValue:
         if np.dtype(dtype).kind == "f":

@@ -110,7 +110,7 @@ V = TypeVar("V")
 
 def by_name(table: Mapping[type[Operation], V]) -> dict[str, V]:
     """``table`` keyed by the ops' names (``arith.addf``): for code that names a fold by its op."""
-    return {cls.name: v for cls, v in table.items()}  # type: ignore[attr-defined]
+    return {cls.name: v for cls, v in table.items()}
 
 
 ScalarLowering = Callable[[FunctionBuilder, Any, list[SSAValue], Attribute], SSAValue]
