@@ -389,7 +389,7 @@ class _Lowering(FunctionBuilder):
         out_types = [r.type for r in op.outputs]
         assert all(isinstance(t, MemRefType) for t in out_types)
         n_in_ext = sum(len(b.extents) for b in ins)
-        n_out_ext = sum(len(t.get_shape()) for t in out_types)  # type: ignore[attr-defined]
+        n_out_ext = sum(len(t.get_shape()) for t in out_types)
         in_ptrs = self.entry_alloca(PTR, len(ins))
         in_shapes = self.entry_alloca(I64, n_in_ext)
         out_ptrs = self.entry_alloca(PTR, len(out_types))
@@ -481,7 +481,7 @@ class LowerLoopToLLVM(FusePass):
     name = "lower-loop-to-llvm"
     level: ClassVar[str] = "loop"
     example: ClassVar[str | None] = """\
-builtin.module attributes {fuse.args = [["x", "input"]], fuse.results = [["s", "export"]]} {
+builtin.module attributes {fuse.args = [#fuse.arg<"x", input>], fuse.results = [#fuse.result<"s", export>]} {
   func.func @fuse_main() {
     %x = loop.arg 0 : i64 "x" : memref<?xf64>
     %n = loop.dim %x, 0 : i64 : memref<?xf64>

@@ -188,7 +188,7 @@ class CheckBounds(FusePass):
     name = "check-bounds"
     level: ClassVar[str] = "loop"
     example: ClassVar[str | None] = """\
-builtin.module attributes {fuse.args = [["x", "input"]], fuse.results = [["y", "export"]], fuse.errors = []} {
+builtin.module attributes {fuse.args = [#fuse.arg<"x", input>], fuse.results = [#fuse.result<"y", export>], fuse.errors = []} {
   func.func @fuse_main() {
     %x = loop.arg 0 : i64 "x" : memref<?xf64>
     %y = loop.alloc() : memref<f64>
