@@ -25,9 +25,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.elemwise import signless
-
-i1 = IntegerType(1)
-i8 = IntegerType(8)
+from fuse_mlir.dialects.types import I1, I8
 
 
 class Body:
@@ -85,7 +83,7 @@ class Body:
         return self.cast(i, np.dtype(np.int64), dst)
 
     def bool_to_i8(self, b: SSAValue) -> SSAValue:
-        return self.add(arith.ExtUIOp(b, i8))
+        return self.add(arith.ExtUIOp(b, I8))
 
     def nonzero(self, v: SSAValue, dtype: np.dtype) -> SSAValue:
         zero = self.const(0, dtype)
@@ -187,7 +185,7 @@ class Body:
             return self.bool_to_i8(self.add(cls(a, b)))
         if fn == "not":
             nz = self.nonzero(args[0], dtypes[0])
-            return self.bool_to_i8(self.add(arith.XOrIOp(nz, self.add(arith.ConstantOp(IntegerAttr(1, i1))))))
+            return self.bool_to_i8(self.add(arith.XOrIOp(nz, self.add(arith.ConstantOp(IntegerAttr(1, I1))))))
         if fn == "step":
             return self.bool_to_i8(self.compare("gt", args[0], self.const(0, dtypes[0]), dtypes[0]))
         if fn == "select":

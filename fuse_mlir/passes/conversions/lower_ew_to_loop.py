@@ -40,7 +40,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
-    IndexType,
     IntegerAttr,
     IntegerType,
     MemRefType,
@@ -59,13 +58,9 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.abi import ArgEntry, ErrorEntry, HostCallEntry, LoopAbi, ResultEntry
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
 from fuse_mlir.dialects.locations import loc_text
+from fuse_mlir.dialects.types import I1, I8, I64, INDEX
 from fuse_mlir.passes.conversions.gemm import gemm_plan
 from fuse_mlir.passes.registry import register_pass
-
-I1 = IntegerType(1)
-I8 = IntegerType(8)
-I64 = IntegerType(64)
-INDEX = IndexType()
 
 Body = Callable[[dict[int, SSAValue]], list[SSAValue]]  # one scalar per result
 """Emits one iteration's scalar at the current insertion point, given the induction variable of each dim."""

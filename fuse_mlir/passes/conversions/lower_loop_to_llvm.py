@@ -73,13 +73,10 @@ from fuse_mlir.dialects.abi import (
     host_call_id,
     reuse_table,
 )
+from fuse_mlir.dialects.types import I8, I32, I64, PTR
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import (
-    I8,
-    I32,
-    I64,
-    PTR,
     Buf,
     FunctionBuilder,
     Shared,

@@ -27,17 +27,16 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.abi import ERRORS, ErrorEntry, LoopAbi
+from fuse_mlir.dialects.types import INDEX
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass
 from fuse_mlir.passes.registry import register_pass
 from fuse_mlir.targets import checked_build  # noqa: F401 - re-exported (defined there: no xDSL)
-
-INDEX = IndexType()
 
 
 class _Checker:
