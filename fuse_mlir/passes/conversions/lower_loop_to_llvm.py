@@ -62,6 +62,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.func import FuncOp as FuncFuncOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.abi import (
     ENTRY,
@@ -429,7 +430,7 @@ def _entry_func(module: ModuleOp) -> FuncFuncOp:
     for op in module.body.block.ops:
         if isinstance(op, FuncFuncOp) and op.sym_name.data == ENTRY:
             return op
-    raise ValueError(f"lower-loop-to-llvm: the module has no func.func @{ENTRY}")
+    raise FuseError(f"lower-loop-to-llvm: the module has no func.func @{ENTRY} (expected the loop level)")
 
 
 def lower_module(module: ModuleOp, strict: bool = False, threads: int = 1, parallel_min: int = PARALLEL_MIN) -> None:
