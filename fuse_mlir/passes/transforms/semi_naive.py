@@ -75,9 +75,7 @@ def nonnegative(v: SSAValue, carried: set[SSAValue]) -> bool:
             return any(nonnegative(x, carried) for x in op.inputs)
         return fn in ("add", "mul", "minimum") and all(nonnegative(x, carried) for x in op.inputs)
     if isinstance(op, te.ContractOp):
-        return op.projection.data in ("sum", "max", "min", "mean", "prod") and all(
-            nonnegative(x, carried) for x in op.inputs
-        )
+        return all(nonnegative(x, carried) for x in op.inputs)  # every projection keeps a nonnegative product so
     if isinstance(op, te.FixpointOp) and isinstance(v, OpResult) and v.index < len(op.inits):
         body = op.body.block
         term = body.last_op
