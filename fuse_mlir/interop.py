@@ -176,7 +176,7 @@ def torch_native(program: Program, of: str, wrt: Sequence[str]) -> Callable[...,
 
     class Native(torch.autograd.Function):
         @staticmethod
-        def forward(ctx: Any, kwargs: dict[str, Any], *args: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        def forward(ctx: Any, kwargs: dict[str, Any], *args: torch.Tensor) -> torch.Tensor:
             arrays = {n: a.detach().cpu().numpy() for n, a in zip(names, args)}
             arrays.update(
                 {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
@@ -189,7 +189,7 @@ def torch_native(program: Program, of: str, wrt: Sequence[str]) -> Callable[...,
             return torch.from_numpy(np.asarray(out[of]))
 
         @staticmethod
-        def backward(ctx: Any, g: torch.Tensor) -> Any:  # type: ignore[override]
+        def backward(ctx: Any, g: torch.Tensor) -> Any:
             return (None, *(g * d for d in ctx.grads))
 
     def f(*args: torch.Tensor, **kwargs: Any) -> torch.Tensor:

@@ -39,11 +39,12 @@ def make_context(*, allow_unregistered: bool = False) -> Context:
     from xdsl.dialects.llvm import LLVM
     from xdsl.dialects.math import Math
 
+    from fuse_mlir.dialects.abi import Fuse
     from fuse_mlir.dialects.elemwise import Elemwise
     from fuse_mlir.dialects.loop import Loop
 
     ctx = Context(allow_unregistered=allow_unregistered)
-    for dialect in (Builtin, Arith, Math, Func, Cf, LLVM, TensorEq, Elemwise, Loop):
+    for dialect in (Builtin, Arith, Math, Func, Cf, LLVM, TensorEq, Elemwise, Loop, Fuse):
         ctx.load_dialect(dialect)
     return ctx
 

@@ -407,7 +407,7 @@ class GradProgram(Program):
                 raise FuseError(e.message, _lhs_loc(base, bad), e.notes) from None
             raise
 
-    def source_arrays(self):  # type: ignore[override]
+    def source_arrays(self):
         return self.base.source_arrays()
 
     def replace_sources(self, arrays: Mapping[str, Any]) -> None:
@@ -437,7 +437,7 @@ class GradProgram(Program):
             self._lowered[key] = hit
         return hit
 
-    def compile(self, backend: str = "llvm", **kwargs: Any):  # type: ignore[override]
+    def compile(self, backend: str = "llvm", **kwargs: Any):
         mode = kwargs.get("mode", "single")
         if mode in ("fixpoint", "streaming"):
             raise FuseError(f"a gradient program runs in single mode, not {mode}")

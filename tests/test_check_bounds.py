@@ -30,7 +30,7 @@ from fuse_mlir.passes.base import FusePass
 from fuse_mlir.passes.registry import register_pass
 from fuse_mlir.passes.transforms.check_bounds import check_bounds, checked_build
 
-HEAD = 'builtin.module attributes {fuse.args = [["x", "input"]], fuse.results = [["y", "export"]], fuse.errors = []} {'
+HEAD = 'builtin.module attributes {fuse.args = [#fuse.arg<"x", input>], fuse.results = [#fuse.result<"y", export>], fuse.errors = []} {'
 
 
 def loop_module(body: str) -> ModuleOp:

@@ -498,10 +498,39 @@ def test_fuse_opt_input_dtype_with_mlir(work: Path, capsys: pytest.CaptureFixtur
     assert_user_error(rc, out, err)
 
 
+@pytest.mark.parametrize(
+    ("pass_name", "level", "want"),
+    [
+        ("lower-te-to-ew", "elemwise", "tensor_eq"),
+        ("lower-te-to-ew", "loop", "tensor_eq"),
+        ("lower-ew-to-loop", "loop", "elemwise"),
+        ("lower-ew-to-loop", "llvm-dialect", "elemwise"),
+        ("lower-loop-to-llvm", "llvm-dialect", "loop"),
+    ],
+)
+def test_lowering_a_module_below_its_level_names_the_expected_level(
+    work: Path, capsys: pytest.CaptureFixture[str], pass_name: str, level: str, want: str
+) -> None:
+    rc, out, err = run_opt(capsys, "matvec.fuse", f"--emit={level}")
+    assert rc == 0, err
+    (work / "low.mlir").write_text(out)
+    rc, out, err = run_opt(capsys, "low.mlir", "-p", pass_name)
+    assert_user_error(rc, out, err)
+    assert f"{pass_name}: expected a module at the {want} level, got one at the {level} level" in err
+    assert "internal error" not in err
+
+
+def test_lower_te_to_ew_names_an_op_it_cannot_lower(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "odd.mlir").write_text(MLIR_OK.replace("te.export", '"my.op"(%1) : (tensor<f64>) -> ()\n  te.export'))
+    rc, out, err = run_opt(capsys, "odd.mlir", "--allow-unregistered-dialect", "-p", "lower-te-to-ew")
+    assert_user_error(rc, out, err)
+    assert "lower-te-to-ew: cannot lower 'my.op' (expected the tensor_eq level)" in err
+
+
 MLIR_OK = """\
 builtin.module {
   %0 = te.input "X" {indices = ["i"]} : tensor<?xf64>
-  %1 = te.contract %0, %0 {operand_indices = [["i"], ["i"]], indices = [], projection = "sum"} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
+  %1 = te.contract %0, %0 {operand_indices = [["i"], ["i"]], indices = [], projection = #te.projection<sum>} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
   te.export %1 {names = ["S"]} : tensor<f64>
 }
 """
@@ -513,7 +542,13 @@ builtin.module {
         ("%0, %0 {", "%0 %0 {", "3:23", "Expected ':'"),
         ("te.contract", "te.contrakt", "3:8", "unknown operation 'te.contrakt'"),
         ("te.contract %0, %0", "te.contract %0, %9", "3:24", "use of undefined value %9"),
-        ('projection = "sum"', "projection = 3", "3:3", "should be of base attribute string"),
+        ("projection = #te.projection<sum>", "projection = 3", "3:3", "should be of base attribute te.projection"),
+        (
+            "projection = #te.projection<sum>",
+            "projection = #te.projection<total>",
+            "3:104",
+            "Expected `sum`, `max`, `min`, `mean`, or `prod`",
+        ),
         ('indices = ["i"]}', 'indices = ["i", "j"]}', "2:3", "te.input: result has rank 1 but 2 index names"),
         ("\n}\n", "\n", "5:1", "unexpected end of file in block definition"),
     ],

@@ -18,7 +18,6 @@ from xdsl.builder import ImplicitBuilder
 from xdsl.dialects import arith, func, math
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
-    ArrayAttr,
     DictionaryAttr,
     Float32Type,
     Float64Type,
@@ -38,6 +37,7 @@ from fuse_mlir.backends.llvm.jit import emit_assembly, optimize_ir
 from fuse_mlir.backends.llvm.runtime import SMALL_RESULT, NativeKernel
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import loop
+from fuse_mlir.dialects.abi import ArgEntry, ErrorEntry, HostCallEntry, LoopAbi, ResultEntry
 from fuse_mlir.passes.conversions.lower_loop_to_llvm import LowerLoopToLLVM, lower_module
 
 F64, F32, I8, I64 = Float64Type(), Float32Type(), IntegerType(8), IntegerType(64)
@@ -74,7 +74,7 @@ def build(
     args: Sequence[tuple[str, str]] | None = None,
     results: Sequence[str] | None = None,
     errors: Sequence[tuple[str, str]] = (),
-    host_calls: Sequence[DictionaryAttr] = (),
+    host_calls: Sequence[HostCallEntry] = (),
 ) -> ModuleOp:
     """A loop-level module: ``func.func @fuse_main`` whose body ``body()`` builds, plus the fuse.* attributes."""
     block = Block()
@@ -82,14 +82,12 @@ def build(
         body()
         func.ReturnOp()
     module = ModuleOp([func.FuncOp("fuse_main", ([], []), Region(block))])
-    if args is not None:
-        module.attributes["fuse.args"] = ArrayAttr([ArrayAttr([StringAttr(n), StringAttr(k)]) for n, k in args])
-    if results is not None:
-        module.attributes["fuse.results"] = ArrayAttr(
-            [ArrayAttr([StringAttr(n), StringAttr("export")]) for n in results]
-        )
-    module.attributes["fuse.errors"] = ArrayAttr([ArrayAttr([StringAttr(m), StringAttr(loc)]) for m, loc in errors])
-    module.attributes["fuse.host_calls"] = ArrayAttr(list(host_calls))
+    LoopAbi(
+        args=None if args is None else [ArgEntry(n, k) for n, k in args],
+        results=None if results is None else [ResultEntry(n) for n in results],
+        errors=[ErrorEntry(m, loc) for m, loc in errors],
+        host_calls=list(host_calls),
+    ).write(module)
     module.verify()
     return module
 
@@ -232,8 +230,7 @@ def topk_module() -> ModuleOp:
         loop.ResultOp(call.results[1], 1, "vals")
 
     params = DictionaryAttr({"k": IntegerAttr(3, i64), "axis": IntegerAttr(1, i64)})
-    entry = DictionaryAttr({"fn": StringAttr("topk"), "params": params})
-    return build(body, [("x", "input")], ["idx", "vals"], host_calls=[entry])
+    return build(body, [("x", "input")], ["idx", "vals"], host_calls=[HostCallEntry("topk", params)])
 
 
 # --------------------------------------------------------------------------- tests

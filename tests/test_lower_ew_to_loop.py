@@ -15,7 +15,7 @@ from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.dialects.abi import LoopAbi
+from fuse_mlir.dialects.abi import ErrorEntry, LoopAbi
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.loop_interp import LoopInterpreter, run_loop_module
 from fuse_mlir.ir import make_context, parse_mlir, print_module
@@ -183,8 +183,7 @@ def test_constants_are_argument_slots_with_their_values():
     )
     m.export([z], ["z"])
     mod = lower(m)
-    args = mod.attributes["fuse.args"].data
-    assert [(e.data[0].data, e.data[1].data) for e in args] == [
+    assert [(e.name, e.kind) for e in LoopAbi.read(mod).args or []] == [
         ("x", "input"),
         ("const0", "constant"),
         ("const1", "constant"),
@@ -403,7 +402,7 @@ def gather_module(check: bool) -> ModuleOp:
 
 def test_table_gather_with_check():
     mod = gather_module(check=True)
-    assert mod.attributes["fuse.errors"].data[0].data[0].data == "position {0} is out of range for extent {1}"
+    assert LoopAbi.read(mod).errors[0].message == "position {0} is out of range for extent {1}"
     assert len(ops_of(mod, loop.CheckOp)) == 2
     tv = RNG.normal(size=(4, 3))
     iv = np.array([3, 0, 0, 2])
@@ -434,7 +433,7 @@ def test_gather_sum():
     z = m.generic([idx], [[0]], ["reduction"], "sum", [m.dim(idx, 0)], "float64", body, tables=[tab])
     m.export([z], ["z"])
     mod = lower(m)
-    assert mod.attributes["fuse.errors"].data[0].data[1].data == ""
+    assert LoopAbi.read(mod).errors[0].loc == ""
     xv, iv = RNG.normal(size=5), np.array([4, 4, 0, 1])
     np.testing.assert_allclose(run(mod, x=xv, idx=iv)["z"], xv[iv].sum())
     with pytest.raises(FuseRuntimeError, match="bad 5 for 5") as err:
@@ -596,9 +595,7 @@ def test_check_dim_failure():
     )
     m.export([z], ["z"])
     mod = lower(m)
-    assert [[s.data for s in e.data] for e in mod.attributes["fuse.errors"].data] == [
-        ["index i is {0} in x but {1} in y", "p.fuse:2:1:4"]
-    ]
+    assert LoopAbi.read(mod).errors == [ErrorEntry("index i is {0} in x but {1} in y", "p.fuse:2:1:4")]
     np.testing.assert_array_equal(run(mod, x=np.ones(3), y=np.ones(3))["z"], 2 * np.ones(3))
     with pytest.raises(FuseRuntimeError) as err:
         run(mod, x=np.ones(3), y=np.ones(4))
@@ -657,14 +654,15 @@ def test_export_and_sink_slots():
     m.add(te.SinkOp("out/b.npy", [y], ["Y"]))
     m.export([y, x], ["y", "x"])
     mod = lower(m)
-    entries = [[a.data if hasattr(a, "data") else a for a in e.data] for e in mod.attributes["fuse.results"].data]
-    assert [e[:3] for e in entries] == [
-        ["y", "export"],
-        ["x", "export"],
-        ["out/a.npz", "sink", "X"],
-        ["out/a.npz", "sink", "Y"],
-        ["out/b.npy", "sink", "Y"],
+    entries = LoopAbi.read(mod).results or []
+    assert [(e.name, e.kind, e.tensor, e.sink) for e in entries] == [
+        ("y", "export", "y", -1),
+        ("x", "export", "x", -1),
+        ("out/a.npz", "sink", "X", 0),
+        ("out/a.npz", "sink", "Y", 0),
+        ("out/b.npy", "sink", "Y", 1),
     ]
+    assert '#fuse.result<"out/a.npz", sink 0, "X", "p.fuse:4:1:9">' in str(mod.attributes["fuse.results"])
     results = ops_of(mod, loop.ResultOp)
     assert [(r.slot.value.data, r.tensor_name.data) for r in results] == [
         (2, "out/a.npz"),
@@ -702,9 +700,9 @@ def test_host_call_topk():
     )
     m.export([idx, z], ["idx", "z"])
     mod = lower(m)
-    calls = mod.attributes["fuse.host_calls"].data
-    assert len(calls) == 1 and calls[0].data["fn"].data == "topk"
-    assert te.params_of(calls[0].data["params"]) == {"axis": 1, "k": 2}
+    calls = LoopAbi.read(mod).host_calls
+    assert len(calls) == 1 and calls[0].fn == "topk"
+    assert calls[0].param_values() == {"axis": 1, "k": 2}
     assert ops_of(mod, loop.HostCallOp)[0].attributes["id"].value.data == 0
     xv = RNG.normal(size=(3, 5))
     out = run(mod, x=xv)

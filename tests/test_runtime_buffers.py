@@ -11,13 +11,14 @@ import threading
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, StringAttr
 
 from benchmarks.workloads import WORKLOADS
 from fuse_mlir import Program
 from fuse_mlir.backends.llvm import arena
 from fuse_mlir.backends.llvm.runtime import NativeKernel
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
+from fuse_mlir.dialects.abi import LoopAbi, ReuseEntry
 from tests.test_llvm_backend import F64, elementwise_module
 
 SOFTMAX = "Y[r, c.] = softmax(X[r, c])\nexport Y"
@@ -142,7 +143,9 @@ def test_out_buffer_checks() -> None:
 
 def _donating_kernel() -> NativeKernel:
     module = elementwise_module(F64, 1)
-    module.attributes["fuse.reuse"] = ArrayAttr([ArrayAttr([IntegerAttr(0, i64), StringAttr("x")])])
+    abi = LoopAbi.read(module)
+    abi.reuse = [ReuseEntry(0, "x")]
+    abi.write(module)
     return NativeKernel(module)
 
 

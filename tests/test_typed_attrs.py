@@ -6,13 +6,22 @@ import re
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import FileLineColLoc, UnknownLoc
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, UnknownLoc
 from xdsl.utils.exceptions import VerifyException
 
 from fuse_mlir.cli.fuse_opt import print_with_locations
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.abi import (
+    AbiError,
+    ArgEntry,
+    ErrorEntry,
+    HostCallEntry,
+    LoopAbi,
+    ResultEntry,
+    ReuseEntry,
+)
 from fuse_mlir.dialects.locations import FileLineColRange, decode_location, location_attr
 from fuse_mlir.interp.reference import run_module
 from fuse_mlir.ir import make_context, parse_mlir
@@ -99,6 +108,102 @@ def test_generic_iterators_and_kinds_are_enums() -> None:
     assert {x for k in kernels for x in k.kind_list()} == {ew.ReductionKind.SUM, ew.ReductionKind.MAX}
     text = print_module(module)
     assert "#ew.iterator<reduction>" in text and "#ew.kind<max>" in text
+
+
+def test_reduce_kind_and_projection_are_enums() -> None:
+    prog = Program("S[i] max= X[i,j]\nT[i] = X[i,j] W[j]\nL[i] = logsumexp(X[i,j])\nexport S, T, L", "r.fuse")
+    module = prog.lower().module
+    contracts = [op for op in module.walk() if isinstance(op, te.ContractOp)]
+    reduces = [op for op in module.walk() if isinstance(op, te.ReduceOp)]
+    assert contracts and reduces
+    assert all(isinstance(op.projection.data, te.Projection) for op in contracts)
+    assert all(isinstance(op.kind.data, te.Reduction) for op in reduces)
+    text = print_module(module)
+    assert "projection = #te.projection<max>" in text and "te.reduce <logsumexp> " in text
+    assert print_module(parse_mlir(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "valid"),
+    [
+        ("te.reduce <sum>", "te.reduce <total>", "`sum`, `max`, `min`, `mean`, `prod`, `any`, or `logsumexp`"),
+        ("#te.projection<sum>", "#te.projection<any>", "`sum`, `max`, `min`, `mean`, or `prod`"),
+    ],
+)
+def test_unknown_reduce_kind_or_projection_names_the_valid_ones(old: str, new: str, valid: str) -> None:
+    text = (
+        "builtin.module {\n"
+        '  %x = te.input "X" {indices = ["i"]} : tensor<?xf64>\n'
+        '  %r = te.reduce <sum> %x {operand_indices = [["i"]], indices = []} : (tensor<?xf64>) -> tensor<f64>\n'
+        '  %c = te.contract %x {operand_indices = [["i"]], indices = [], projection = #te.projection<sum>}'
+        " : (tensor<?xf64>) -> tensor<f64>\n"
+        "}\n"
+    )
+    parse_mlir(text)
+    with pytest.raises(FuseError, match=re.escape(valid)):
+        parse_mlir(text.replace(old, new))
+
+
+def test_abi_tables_are_typed_attributes_that_print_and_parse_back() -> None:
+    const = np.array([1.0, np.inf, np.nan])
+    abi = LoopAbi(
+        args=[ArgEntry("X", "input"), ArgEntry("W", "source"), ArgEntry.constant("C", te.dense_attr(const))],
+        results=[ResultEntry("Y"), ResultEntry("out/a.npz", "sink", "Y", "p.fuse:4:1:9", 0)],
+        errors=[ErrorEntry("j is {1} in X[j] but {0} in Y[j]", "p.fuse:2:3:1")],
+        host_calls=[HostCallEntry("topk", te.params_attr({"k": 3}))],
+        reuse=[ReuseEntry(2, "X")],
+    )
+    module = ModuleOp([])
+    abi.write(module)
+    text = print_module(module)
+    for shown in (
+        '#fuse.arg<"X", input>',
+        '#fuse.arg<"W", source>',
+        '#fuse.arg<"C", constant dense<',
+        "> : tensor<3xi64> as f64>",
+        '#fuse.result<"Y", export>',
+        '#fuse.result<"out/a.npz", sink 0, "Y", "p.fuse:4:1:9">',
+        '#fuse.error<"j is {1} in X[j] but {0} in Y[j]", "p.fuse:2:3:1">',
+        '#fuse.host_call<"topk", {k = 3 : i64}>',
+        '#fuse.reuse<2, "X">',
+    ):
+        assert shown in text
+    back = parse_mlir(text)
+    assert print_module(back) == text
+    read = LoopAbi.read(back)
+    assert read.args is not None and read.results is not None
+    assert [(a.name, a.kind) for a in read.args] == [("X", "input"), ("W", "source"), ("C", "constant")]
+    np.testing.assert_array_equal(read.args[2].value(), const)
+    assert read.results[1].location() == Loc("p.fuse", 4, 1, 9) and read.results[1].tensor == "Y"
+    assert read.errors == abi.errors and read.reuse == abi.reuse
+    assert read.host_calls[0].param_values() == {"k": 3}
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('#fuse.arg<"x", output>', "Expected `input`, `source`, or `constant`"),
+        ('#fuse.arg<"x", input dense<1> : tensor<i64>>', "'>' expected"),
+        ('#fuse.arg<"x", constant dense<1.0> : tensor<f64> as f32>', "follows an integer dense value"),
+        ('#fuse.arg<"x", constant dense<1> : tensor<i32> as f64>', "i32 bits cannot hold f64"),
+        ('#fuse.result<"y", sink 0, "v">', "','"),
+        ('#fuse.reuse<-1, "x">', "a loop.alloc id"),
+    ],
+)
+def test_malformed_abi_entries_are_located_errors(entry: str, message: str) -> None:
+    with pytest.raises(FuseError, match=re.escape(message)):
+        parse_mlir(f"builtin.module attributes {{fuse.t = [{entry}]}} {{\n}}\n")
+
+
+def test_only_a_constant_slot_holds_a_value() -> None:
+    with pytest.raises(VerifyException, match="only a constant slot holds a value, not a source slot"):
+        ArgEntry("x", "source", te.dense_attr(np.ones(2))).to_attr()
+
+
+def test_abi_reader_names_a_table_of_the_wrong_entries() -> None:
+    module = parse_mlir('builtin.module attributes {fuse.args = [["x", "input"]]} {\n}\n')
+    with pytest.raises(AbiError, match=r"fuse.args: expected #fuse.arg entries"):
+        LoopAbi.read(module)
 
 
 def test_location_attrs() -> None:

@@ -254,10 +254,10 @@ def timing_report(stages: Mapping[str, float], run_seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler):
     """A handler writing to whatever ``sys.stderr`` is when a record comes (redirections made later apply)."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 

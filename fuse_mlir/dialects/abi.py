@@ -1,14 +1,17 @@
 """The native ABI of a loop-level module, in one place: its tables, slot layout, ids and error codes.
 
-A loop module (``func.func @fuse_main`` over buffers) carries what a caller needs in module attributes:
+A loop module (``func.func @fuse_main`` over buffers) carries what a caller needs in module attributes, arrays of
+typed ``fuse`` attributes (the :data:`Fuse` dialect; each verifies its own shape):
 
-- ``fuse.args``: one entry per argument slot, ``[name, kind]`` with kind ``input`` or ``source``, or
-  ``[name, "constant", dense(, float type)]`` for a constant whose value rides in the table;
-- ``fuse.results``: one entry per result slot, ``[name, "export"]`` or ``[path, "sink", value name, loc,
-  sink number]`` (the values of one ``te.sink`` share its number);
-- ``fuse.errors``: ``[message, loc]`` per error code (code k is entry k - 1; ``loop.check`` returns it);
-- ``fuse.host_calls``: ``{fn, params}`` per ``loop.host_call`` id;
-- ``fuse.reuse``: ``[alloc id, input name]`` pairs a donated input's buffer may back;
+- ``fuse.args``: one ``#fuse.arg<"X", input>`` (or ``source``) per argument slot, or
+  ``#fuse.arg<"C", constant dense<...> : tensor<...>>`` for a constant whose value rides in the table (``... as
+  f64`` when a non-finite float constant is kept bit for bit as integers);
+- ``fuse.results``: one ``#fuse.result<"Y", export>`` or ``#fuse.result<"path", sink 0, "value", "loc">`` per
+  result slot (the values of one ``te.sink`` share its number, 0 here);
+- ``fuse.errors``: ``#fuse.error<"message", "loc">`` per error code (code k is entry k - 1; ``loop.check``
+  returns it);
+- ``fuse.host_calls``: ``#fuse.host_call<"fn", {params}>`` per ``loop.host_call`` id;
+- ``fuse.reuse``: ``#fuse.reuse<alloc id, "input">``: a ``loop.alloc`` a donated input's buffer may back;
 - ``fuse.checked``: present on a bounds-checked build.
 
 :class:`LoopAbi` is the one typed reader (:meth:`LoopAbi.read`) and writer (:meth:`LoopAbi.write`) of those
@@ -22,19 +25,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import auto
+from typing import TypeVar
 
 import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntAttr,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     ModuleOp,
+    NoneAttr,
     StringAttr,
-    i64,
 )
-from xdsl.ir import Attribute
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Dialect, ParametrizedAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
 from fuse_mlir.diagnostics import Loc
 from fuse_mlir.dialects import loop
@@ -67,18 +83,6 @@ class AbiError(ValueError):
     """A malformed ABI table: which attribute, and what was expected (a compiler bug or a hand-written module)."""
 
 
-def _str(a: Attribute, what: str) -> str:
-    if not isinstance(a, StringAttr):
-        raise AbiError(f"{what}: expected a string, got {a}")
-    return a.data
-
-
-def _int(a: Attribute, what: str) -> int:
-    if not isinstance(a, IntegerAttr):
-        raise AbiError(f"{what}: expected an integer, got {a}")
-    return a.value.data
-
-
 def _entries(module: ModuleOp, name: str) -> list[Attribute] | None:
     attr = module.attributes.get(name)
     if attr is None:
@@ -88,10 +92,194 @@ def _entries(module: ModuleOp, name: str) -> list[Attribute] | None:
     return list(attr.data)
 
 
-def _parts(entry: Attribute, what: str) -> tuple[Attribute, ...]:
-    if not isinstance(entry, ArrayAttr):
-        raise AbiError(f"{what}: expected an array entry, got {entry}")
-    return tuple(entry.data)
+_A = TypeVar("_A", bound=Attribute)
+_FLOAT_TYPES = (Float16Type, Float32Type, Float64Type)
+
+
+def _typed(entry: Attribute, cls: type[_A], table: str) -> _A:
+    if not isinstance(entry, cls):
+        raise AbiError(f"{table}: expected #{cls.name} entries, got {entry}")
+    return entry
+
+
+# --------------------------------------------------------------------------- the typed table attributes
+
+
+class ArgKind(StrEnum):
+    """What fills an argument slot: a caller's input, a persistent source, or a constant held in the table."""
+
+    INPUT = auto()
+    SOURCE = auto()
+    CONSTANT = auto()
+
+
+class ResultKind(StrEnum):
+    """What a result slot holds: an exported tensor, or one value a ``te.sink`` writes."""
+
+    EXPORT = auto()
+    SINK = auto()
+
+
+@irdl_attr_definition
+class ArgKindAttr(EnumAttribute[ArgKind]):
+    """The kind of an argument slot (a parameter of ``#fuse.arg``; never written on its own)."""
+
+    name = "fuse.arg_kind"
+
+
+@irdl_attr_definition
+class ResultKindAttr(EnumAttribute[ResultKind]):
+    """The kind of a result slot (a parameter of ``#fuse.result``; never written on its own)."""
+
+    name = "fuse.result_kind"
+
+
+@irdl_attr_definition
+class ArgAttr(ParametrizedAttribute):
+    """One ``fuse.args`` entry: ``#fuse.arg<"X", input>``, ``#fuse.arg<"C", constant dense<..> : tensor<..>>``.
+
+    A constant's value may be absent; ``as f64`` follows an integer value that holds a float constant's bits.
+    """
+
+    name = "fuse.arg"
+
+    slot: StringAttr
+    kind: ArgKindAttr
+    dense: Attribute  # a DenseIntOrFPElementsAttr, or NoneAttr
+    float_type: Attribute  # the float type ``dense`` holds the bits of, or NoneAttr
+
+    def verify(self) -> None:
+        if not isinstance(self.dense, DenseIntOrFPElementsAttr | NoneAttr):
+            raise VerifyException(f"#fuse.arg: a constant's value is a dense attribute, got {self.dense}")
+        if isinstance(self.dense, DenseIntOrFPElementsAttr) and self.kind.data != ArgKind.CONSTANT:
+            raise VerifyException(f"#fuse.arg: only a constant slot holds a value, not a {self.kind.data} slot")
+        if isinstance(self.float_type, NoneAttr):
+            return
+        element = self.dense.type.get_element_type() if isinstance(self.dense, DenseIntOrFPElementsAttr) else None
+        if not isinstance(element, IntegerType) or not isinstance(self.float_type, _FLOAT_TYPES):
+            raise VerifyException("#fuse.arg: 'as <float type>' follows an integer dense value holding its bits")
+        if te.np_dtype(self.float_type).itemsize * 8 != element.width.data:
+            raise VerifyException(f"#fuse.arg: {element} bits cannot hold {self.float_type}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            slot = parser.parse_str_literal(" (the slot's name)")
+            parser.parse_punctuation(",")
+            kind = ArgKind(parser.parse_str_enum(ArgKind))
+            dense: Attribute = NoneAttr()
+            float_type: Attribute = NoneAttr()
+            if kind == ArgKind.CONSTANT and (value := parser.parse_optional_attribute()) is not None:
+                dense = value
+                if parser.parse_optional_keyword("as") is not None:
+                    float_type = parser.parse_type()
+        return (StringAttr(slot), ArgKindAttr(kind), dense, float_type)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.slot.data)
+            printer.print_string(f", {self.kind.data}")
+            if not isinstance(self.dense, NoneAttr):
+                printer.print_string(" ")
+                printer.print_attribute(self.dense)
+            if not isinstance(self.float_type, NoneAttr):
+                printer.print_string(" as ")
+                printer.print_attribute(self.float_type)
+
+
+@irdl_attr_definition
+class ResultAttr(ParametrizedAttribute):
+    """One ``fuse.results`` entry: ``#fuse.result<"Y", export>`` or ``#fuse.result<"path", sink 0, "v", "loc">``."""
+
+    name = "fuse.result"
+
+    slot: StringAttr
+    kind: ResultKindAttr
+    sink: IntAttr  # a sink's number (-1 for an export)
+    value_name: StringAttr  # a sink's tensor ("" for an export)
+    loc: StringAttr  # a sink's source location, Loc.encode text ("" for an export)
+
+    def verify(self) -> None:
+        if self.kind.data == ResultKind.EXPORT and (self.sink.data != -1 or self.value_name.data or self.loc.data):
+            raise VerifyException("#fuse.result: an export slot has no sink number, value or location")
+        if self.kind.data == ResultKind.SINK and self.sink.data < 0:
+            raise VerifyException(f"#fuse.result: a sink number is 0 or more, got {self.sink.data}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            slot = parser.parse_str_literal(" (the slot's name)")
+            parser.parse_punctuation(",")
+            kind = ResultKind(parser.parse_str_enum(ResultKind))
+            sink, value, loc = -1, "", ""
+            if kind == ResultKind.SINK:
+                sink = parser.parse_integer(False, False, " (the sink's number)")
+                parser.parse_punctuation(",")
+                value = parser.parse_str_literal(" (the sink's value name)")
+                parser.parse_punctuation(",")
+                loc = parser.parse_str_literal(" (the sink's location)")
+        return (StringAttr(slot), ResultKindAttr(kind), IntAttr(sink), StringAttr(value), StringAttr(loc))
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string_literal(self.slot.data)
+            printer.print_string(f", {self.kind.data}")
+            if self.kind.data == ResultKind.SINK:
+                printer.print_string(f" {self.sink.data}, ")
+                printer.print_string_literal(self.value_name.data)
+                printer.print_string(", ")
+                printer.print_string_literal(self.loc.data)
+
+
+@irdl_attr_definition
+class ErrorAttr(ParametrizedAttribute):
+    """One ``fuse.errors`` entry: ``#fuse.error<"message", "loc">`` (the location may be "")."""
+
+    name = "fuse.error"
+
+    message: StringAttr
+    loc: StringAttr
+
+
+@irdl_attr_definition
+class HostCallAttr(ParametrizedAttribute):
+    """One ``fuse.host_calls`` entry: ``#fuse.host_call<"concat", {axis = 1 : i64}>``."""
+
+    name = "fuse.host_call"
+
+    fn: StringAttr
+    params: DictionaryAttr
+
+
+@irdl_attr_definition
+class ReuseAttr(ParametrizedAttribute):
+    """One ``fuse.reuse`` entry: ``#fuse.reuse<3, "X">``, the ``loop.alloc`` id 3 a donated ``X`` may back."""
+
+    name = "fuse.reuse"
+
+    alloc: IntAttr
+    input: StringAttr
+
+    def verify(self) -> None:
+        if self.alloc.data < 0:
+            raise VerifyException(f"#fuse.reuse: an alloc id is 0 or more, got {self.alloc.data}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            alloc = parser.parse_integer(False, False, " (a loop.alloc id)")
+            parser.parse_punctuation(",")
+            name = parser.parse_str_literal(" (the donated input's name)")
+        return (IntAttr(alloc), StringAttr(name))
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(f"{self.alloc.data}, ")
+            printer.print_string_literal(self.input.data)
+
+
+Fuse = Dialect("fuse", [], [ArgKindAttr, ResultKindAttr, ArgAttr, ResultAttr, ErrorAttr, HostCallAttr, ReuseAttr])
+"""The attributes of a loop module's ABI tables (loaded by ``ir.make_context``)."""
 
 
 # --------------------------------------------------------------------------- table entries
@@ -128,26 +316,19 @@ class ArgEntry:
         arr = te.dense_value(self.dense)
         return arr.view(te.np_dtype(self.float_type)) if self.float_type is not None else arr
 
-    def to_attr(self) -> ArrayAttr:
-        parts: list[Attribute] = [StringAttr(self.name), StringAttr(self.kind)]
-        if self.dense is not None:
-            parts.append(self.dense)
-            if self.float_type is not None:
-                parts.append(self.float_type)
-        return ArrayAttr(parts)
+    def to_attr(self) -> ArgAttr:
+        return ArgAttr(
+            StringAttr(self.name),
+            ArgKindAttr(ArgKind(self.kind)),
+            NoneAttr() if self.dense is None else self.dense,
+            NoneAttr() if self.float_type is None else self.float_type,
+        )
 
     @classmethod
     def from_attr(cls, entry: Attribute) -> ArgEntry:
-        parts = _parts(entry, ARGS)
-        if len(parts) < 2:
-            raise AbiError(f"{ARGS}: expected [name, kind, ...], got {entry}")
-        name, kind = _str(parts[0], ARGS), _str(parts[1], ARGS)
-        if kind not in ARG_KINDS:
-            raise AbiError(f"{ARGS}: unknown slot kind '{kind}' (kinds: {', '.join(ARG_KINDS)})")
-        dense = parts[2] if len(parts) > 2 else None
-        if dense is not None and not isinstance(dense, DenseIntOrFPElementsAttr):
-            raise AbiError(f"{ARGS}: constant '{name}' needs a dense value, got {dense}")
-        return cls(name, kind, dense, parts[3] if len(parts) > 3 else None)
+        a = _typed(entry, ArgAttr, ARGS)
+        dense = a.dense if isinstance(a.dense, DenseIntOrFPElementsAttr) else None
+        return cls(a.slot.data, a.kind.data, dense, None if isinstance(a.float_type, NoneAttr) else a.float_type)
 
 
 @dataclass(frozen=True)
@@ -168,33 +349,19 @@ class ResultEntry:
     def location(self) -> Loc | None:
         return _decode_loc(self.loc)
 
-    def to_attr(self) -> ArrayAttr:
-        if self.kind == "export":
-            return ArrayAttr([StringAttr(self.name), StringAttr("export")])
-        return ArrayAttr(
-            [
-                StringAttr(self.name),
-                StringAttr("sink"),
-                StringAttr(self.value_name),
-                StringAttr(self.loc),
-                IntegerAttr(self.sink, i64),
-            ]
+    def to_attr(self) -> ResultAttr:
+        return ResultAttr(
+            StringAttr(self.name),
+            ResultKindAttr(ResultKind(self.kind)),
+            IntAttr(self.sink),
+            StringAttr(self.value_name),
+            StringAttr(self.loc),
         )
 
     @classmethod
-    def from_attr(cls, entry: Attribute, position: int) -> ResultEntry:
-        parts = _parts(entry, RESULTS)
-        if len(parts) < 2:
-            raise AbiError(f"{RESULTS}: expected [name, kind, ...], got {entry}")
-        name, kind = _str(parts[0], RESULTS), _str(parts[1], RESULTS)
-        if kind == "export":
-            return cls(name)
-        if kind != "sink":
-            raise AbiError(f"{RESULTS}: unknown result kind '{kind}' (kinds: {', '.join(RESULT_KINDS)})")
-        value = _str(parts[2], RESULTS) if len(parts) > 2 else name
-        loc = _str(parts[3], RESULTS) if len(parts) > 3 else ""
-        sink = _int(parts[4], RESULTS) if len(parts) > 4 else position
-        return cls(name, "sink", value, loc, sink)
+    def from_attr(cls, entry: Attribute) -> ResultEntry:
+        r = _typed(entry, ResultAttr, RESULTS)
+        return cls(r.slot.data, r.kind.data, r.value_name.data, r.loc.data, r.sink.data)
 
 
 @dataclass(frozen=True)
@@ -207,15 +374,13 @@ class ErrorEntry:
     def location(self) -> Loc | None:
         return _decode_loc(self.loc)
 
-    def to_attr(self) -> ArrayAttr:
-        return ArrayAttr([StringAttr(self.message), StringAttr(self.loc)])
+    def to_attr(self) -> ErrorAttr:
+        return ErrorAttr(StringAttr(self.message), StringAttr(self.loc))
 
     @classmethod
     def from_attr(cls, entry: Attribute) -> ErrorEntry:
-        parts = _parts(entry, ERRORS)
-        if not parts:
-            raise AbiError(f"{ERRORS}: expected [message, loc], got {entry}")
-        return cls(_str(parts[0], ERRORS), _str(parts[1], ERRORS) if len(parts) > 1 else "")
+        e = _typed(entry, ErrorAttr, ERRORS)
+        return cls(e.message.data, e.loc.data)
 
 
 @dataclass(frozen=True)
@@ -228,18 +393,13 @@ class HostCallEntry:
     def param_values(self) -> dict[str, object]:
         return te.params_of(self.params)
 
-    def to_attr(self) -> DictionaryAttr:
-        return DictionaryAttr({"fn": StringAttr(self.fn), "params": self.params})
+    def to_attr(self) -> HostCallAttr:
+        return HostCallAttr(StringAttr(self.fn), self.params)
 
     @classmethod
     def from_attr(cls, entry: Attribute) -> HostCallEntry:
-        if not isinstance(entry, DictionaryAttr):
-            raise AbiError(f"{HOST_CALLS}: expected a dictionary entry, got {entry}")
-        fn = _str(entry.data.get("fn", StringAttr("")), HOST_CALLS)
-        params = entry.data.get("params", DictionaryAttr({}))
-        if not isinstance(params, DictionaryAttr):
-            raise AbiError(f"{HOST_CALLS}: params of {fn} must be a dictionary, got {params}")
-        return cls(fn, params)
+        h = _typed(entry, HostCallAttr, HOST_CALLS)
+        return cls(h.fn.data, h.params)
 
 
 @dataclass(frozen=True)
@@ -249,15 +409,13 @@ class ReuseEntry:
     alloc: int
     input: str
 
-    def to_attr(self) -> ArrayAttr:
-        return ArrayAttr([IntegerAttr(self.alloc, i64), StringAttr(self.input)])
+    def to_attr(self) -> ReuseAttr:
+        return ReuseAttr(IntAttr(self.alloc), StringAttr(self.input))
 
     @classmethod
     def from_attr(cls, entry: Attribute) -> ReuseEntry:
-        parts = entry.data if isinstance(entry, ArrayAttr) else ()
-        if len(parts) != 2 or not isinstance(parts[0], IntegerAttr) or not isinstance(parts[1], StringAttr):
-            raise AbiError(f"{REUSE}: expected [alloc_id, input_name] entries, got {entry}")
-        return cls(parts[0].value.data, parts[1].data)
+        r = _typed(entry, ReuseAttr, REUSE)
+        return cls(r.alloc.data, r.input.data)
 
 
 def _decode_loc(text: str) -> Loc | None:
@@ -293,7 +451,7 @@ class LoopAbi:
         results = _entries(module, RESULTS)
         return cls(
             args=None if args is None else [ArgEntry.from_attr(e) for e in args],
-            results=None if results is None else [ResultEntry.from_attr(e, k) for k, e in enumerate(results)],
+            results=None if results is None else [ResultEntry.from_attr(e) for e in results],
             errors=[ErrorEntry.from_attr(e) for e in _entries(module, ERRORS) or ()],
             host_calls=[HostCallEntry.from_attr(e) for e in _entries(module, HOST_CALLS) or ()],
             reuse=[ReuseEntry.from_attr(e) for e in _entries(module, REUSE) or ()],
@@ -437,7 +595,15 @@ __all__ = [
     "ERR_SIZE",
     "AbiError",
     "AbiLayout",
+    "ArgAttr",
     "ArgEntry",
+    "ArgKind",
+    "ErrorAttr",
+    "Fuse",
+    "HostCallAttr",
+    "ResultAttr",
+    "ResultKind",
+    "ReuseAttr",
     "ErrorEntry",
     "HostCallEntry",
     "LoopAbi",

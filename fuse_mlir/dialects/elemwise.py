@@ -65,14 +65,13 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import AttrParser
-from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.hints import isa
 from xdsl.utils.str_enum import StrEnum
 
 from fuse_mlir.diagnostics import Loc
+from fuse_mlir.dialects.enum_attr import AngleBracketEnum
 from fuse_mlir.dialects.locations import set_location
 from fuse_mlir.dialects.tensor_eq import params_attr
 
@@ -96,35 +95,17 @@ class ReductionKind(StrEnum):
 
 
 @irdl_attr_definition
-class IteratorTypeAttr(EnumAttribute[IteratorType]):
+class IteratorTypeAttr(AngleBracketEnum[IteratorType], EnumAttribute[IteratorType]):
     """``#ew.iterator<parallel>`` / ``#ew.iterator<reduction>`` (model: linalg's ``IteratorTypeAttr``)."""
 
     name = "ew.iterator"
 
-    @classmethod
-    def parse_parameter(cls, parser: AttrParser) -> IteratorType:
-        with parser.in_angle_brackets():
-            return super().parse_parameter(parser)
-
-    def print_parameter(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            super().print_parameter(printer)
-
 
 @irdl_attr_definition
-class ReductionKindAttr(EnumAttribute[ReductionKind]):
+class ReductionKindAttr(AngleBracketEnum[ReductionKind], EnumAttribute[ReductionKind]):
     """``#ew.kind<sum>``: one result's combiner over the reduction dims (``none`` without reduction dims)."""
 
     name = "ew.kind"
-
-    @classmethod
-    def parse_parameter(cls, parser: AttrParser) -> ReductionKind:
-        with parser.in_angle_brackets():
-            return super().parse_parameter(parser)
-
-    def print_parameter(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            super().print_parameter(printer)
 
 
 ITERATORS = tuple(IteratorType)

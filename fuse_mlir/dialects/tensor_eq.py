@@ -63,6 +63,7 @@ from xdsl.utils.hints import isa
 from xdsl.utils.str_enum import StrEnum
 
 from fuse_mlir.diagnostics import Loc
+from fuse_mlir.dialects.enum_attr import AngleBracketEnum
 from fuse_mlir.dialects.locations import set_location
 
 # --------------------------------------------------------------------------
@@ -376,8 +377,45 @@ def axis_attrs(axes: Sequence[AccessAxisAttr | str]) -> ArrayAttr[AccessAxisAttr
 # Shared verification helpers
 # --------------------------------------------------------------------------
 
-PROJECTIONS = ("sum", "max", "min", "mean", "prod")
-REDUCTIONS = ("sum", "max", "min", "mean", "prod", "any", "logsumexp")
+
+class Reduction(StrEnum):
+    """How a ``te.reduce`` combines the values along the indices it drops."""
+
+    SUM = auto()
+    MAX = auto()
+    MIN = auto()
+    MEAN = auto()
+    PROD = auto()
+    ANY = auto()
+    LOGSUMEXP = auto()
+
+
+class Projection(StrEnum):
+    """How a ``te.contract`` projects away the indices absent from its result (the equation's ``=``, ``max=``...)."""
+
+    SUM = auto()
+    MAX = auto()
+    MIN = auto()
+    MEAN = auto()
+    PROD = auto()
+
+
+@irdl_attr_definition
+class ReductionAttr(AngleBracketEnum[Reduction], EnumAttribute[Reduction]):
+    """``#te.reduction<logsumexp>``: the combiner of a ``te.reduce``."""
+
+    name = "te.reduction"
+
+
+@irdl_attr_definition
+class ProjectionAttr(AngleBracketEnum[Projection], EnumAttribute[Projection]):
+    """``#te.projection<sum>``: the projection of a ``te.contract``."""
+
+    name = "te.projection"
+
+
+PROJECTIONS = tuple(Projection)
+REDUCTIONS = tuple(Reduction)
 
 
 def _check_rank(op: Operation, value: SSAValue, names: Sequence[str], what: str) -> None:
@@ -717,7 +755,7 @@ class ContractOp(NamedOp):
     inputs = var_operand_def(TensorType)
     operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
     indices = attr_def(ArrayAttr[StringAttr])
-    projection = attr_def(StringAttr)
+    projection = attr_def(ProjectionAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = "$inputs attr-dict `:` functional-type($inputs, results)"
@@ -727,7 +765,7 @@ class ContractOp(NamedOp):
         inputs: Sequence[SSAValue],
         operand_indices: Sequence[Sequence[str]],
         indices: Sequence[str],
-        projection: str,
+        projection: str | Projection,
         result_type: TensorType,
     ):
         super().__init__(
@@ -736,14 +774,12 @@ class ContractOp(NamedOp):
             attributes={
                 "operand_indices": str_array_array(operand_indices),
                 "indices": str_array(indices),
-                "projection": StringAttr(projection),
+                "projection": ProjectionAttr(Projection(projection)),
             },
         )
 
     def verify_(self) -> None:
         self.verify_named(list(self.inputs), self.operand_indices, self.indices)
-        if self.projection.data not in PROJECTIONS:
-            raise VerifyException(f"te.contract: unknown projection {self.projection.data!r}")
         union = {n for names in names_of_each(self.operand_indices) for n in names}
         missing = [n for n in names_of(self.indices) if n not in union]
         if missing:
@@ -834,14 +870,14 @@ class ReduceOp(NamedOp):
     input = operand_def(TensorType)
     operand_indices = attr_def(ArrayAttr[ArrayAttr[StringAttr]])
     indices = attr_def(ArrayAttr[StringAttr])
-    kind = attr_def(StringAttr)
+    kind = attr_def(ReductionAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     assembly_format = "$kind $input attr-dict `:` functional-type($input, results)"
 
     def __init__(
         self,
-        kind: str,
+        kind: str | Reduction,
         input: SSAValue,
         operand_indices: Sequence[str],
         indices: Sequence[str],
@@ -851,7 +887,7 @@ class ReduceOp(NamedOp):
             operands=[input],
             result_types=[result_type],
             attributes={
-                "kind": StringAttr(kind),
+                "kind": ReductionAttr(Reduction(kind)),
                 "operand_indices": str_array_array([operand_indices]),
                 "indices": str_array(indices),
             },
@@ -859,8 +895,6 @@ class ReduceOp(NamedOp):
 
     def verify_(self) -> None:
         self.verify_named([self.input], self.operand_indices, self.indices)
-        if self.kind.data not in REDUCTIONS:
-            raise VerifyException(f"te.reduce: unknown reduction {self.kind.data!r}")
         if not set(names_of(self.indices)) <= set(names_of_each(self.operand_indices)[0]):
             raise VerifyException("te.reduce: result indices must be operand indices")
 
@@ -1428,5 +1462,5 @@ TensorEq = Dialect(
         FixpointOp,
         YieldOp,
     ],
-    [AccessAxisAttr, AxisKindAttr],
+    [AccessAxisAttr, AxisKindAttr, ReductionAttr, ProjectionAttr],
 )

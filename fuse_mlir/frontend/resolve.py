@@ -209,12 +209,12 @@ def _call_free_indices(call: A.Call) -> list[str]:
     args = [free_indices(a) for a in call.args]
     kw = {k: v for k, v in call.kwargs}
     if call.name == "__concat__":  # the lowering's concat, with each argument's axis renamed apart
-        axis = kw["axis"].name  # type: ignore[union-attr]
-        parts = {v.name for k, v in call.kwargs if k.startswith("__part")}  # type: ignore[union-attr]
+        axis = kw["axis"].name
+        parts = {v.name for k, v in call.kwargs if k.startswith("__part")}
         return _ordered_union([[axis if n in parts else n for n in a] for a in args])
     if call.name == "__flatten__":
-        gone = {kw[FLATTEN_OUTER].name, kw[FLATTEN_INNER].name}  # type: ignore[union-attr]
-        return [n for n in args[0] if n not in gone] + [kw["axis"].name]  # type: ignore[union-attr]
+        gone = {kw[FLATTEN_OUTER].name, kw[FLATTEN_INNER].name}
+        return [n for n in args[0] if n not in gone] + [kw["axis"].name]
     b = bi.lookup(call.name)
     if b is None:
         return _ordered_union(args)

@@ -270,7 +270,7 @@ class Unparser:
     def value_names(v: SSAValue) -> tuple[str, ...]:
         owner = v.owner
         assert isinstance(owner, Operation)
-        return te.names_of(owner.attributes["indices"])  # type: ignore[arg-type]
+        return te.names_of(owner.attributes["indices"])
 
     def contract(self, op: te.ContractOp) -> None:
         each = te.names_of_each(op.operand_indices)

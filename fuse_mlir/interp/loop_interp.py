@@ -325,7 +325,7 @@ class LoopInterpreter:
         self.arg_types: dict[int, MemRefType] = {}
         for op in self.main.walk():
             if isinstance(op, loop.ArgOp):
-                self.arg_types[op.slot.value.data] = op.result.type  # type: ignore[assignment]
+                self.arg_types[op.slot.value.data] = op.result.type
         self.args: Sequence[np.ndarray] = ()
         self.results: list[np.ndarray | None] = []
 
@@ -367,7 +367,7 @@ class LoopInterpreter:
         slot = op.slot.value.data
         arr = self.args[slot]
         want = buffer_dtype(op.result.type)
-        shape = op.result.type.get_shape()  # type: ignore[attr-defined]
+        shape = op.result.type.get_shape()
         if arr.dtype != want or arr.ndim != len(shape) or not arr.flags.c_contiguous:
             raise LoopError(f"loop_interp: argument {slot} should be a contiguous {want} array of rank {len(shape)}")
         if any(s >= 0 and s != n for s, n in zip(shape, arr.shape)):
@@ -492,11 +492,11 @@ def run_host_call(
     fn = entry.fn
     params = entry.param_values()
     if fn == "topk":
-        outs: Sequence[np.ndarray] = nb.topk(ins[0], int(params["k"]), axis=int(params.get("axis", -1)))  # type: ignore[arg-type]
+        outs: Sequence[np.ndarray] = nb.topk(ins[0], int(params["k"]), axis=int(params.get("axis", -1)))
     elif fn == "tucker_dense":
-        outs = [nb.tucker_dense(ins[0], rank=params.get("rank"), threshold=params.get("threshold", 0.5))]  # type: ignore[arg-type]
+        outs = [nb.tucker_dense(ins[0], rank=params.get("rank"), threshold=params.get("threshold", 0.5))]
     elif fn == "concat":
-        outs = [nb.concat(ins, int(params["axis"]))]  # type: ignore[arg-type]
+        outs = [nb.concat(ins, int(params["axis"]))]
     else:
         raise LoopError(f"loop_interp: unknown host call {fn!r}")
     return [np.asarray(o, dtype=buffer_dtype(t), order="C") for o, t in zip(outs, output_types, strict=True)]

@@ -197,7 +197,7 @@ class DemandCache:
             if not isinstance(extents, tuple):
                 raise FuseRuntimeError(f"cannot select axes of {name}: its shape is not known before the run")
             for (pos, sel), (_, iname, _) in zip(axes, qp.select_inputs):
-                run_arrays[iname] = _positions(name, own_names(root)[pos], sel, extents[pos])  # type: ignore[index]
+                run_arrays[iname] = _positions(name, own_names(root)[pos], sel, extents[pos])
         result = runner.execute(qp.lowered, run_arrays).exports[name]
         results[rkey] = _Entry(prints, [inputs[n] for n in qp.needs], result)
         return result.copy()

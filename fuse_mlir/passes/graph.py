@@ -33,8 +33,8 @@ def op_label(op: Operation) -> str:
     """The op name and its naming attribute, e.g. ``te.map "add"``."""
     for key in _LABEL_ATTRS:
         attr = _attr(op, key)
-        if isinstance(attr, StringAttr):
-            return f'{op.name} "{attr.data}"'
+        if isinstance(attr, StringAttr | EnumAttribute):
+            return f'{op.name} "{attr.data}"'  # EnumAttribute: te.reduce's kind
         if isinstance(attr, ArrayAttr) and attr.data and all(isinstance(a, EnumAttribute) for a in attr.data):
             return f'{op.name} "{",".join(str(a.data) for a in attr.data)}"'  # ew.generic's kinds
         if attr is not None and key in ("sym_name", "callee"):

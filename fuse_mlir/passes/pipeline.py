@@ -172,16 +172,25 @@ class Pipeline:
 
     def _lower_for(self, pass_: ModulePass, module: ModuleOp, ctx: Context, analyses: AnalysisManager) -> None:
         """Bring ``module`` down to the level ``pass_`` works on, if it is above it (``fuse`` on a .fuse file
-        lowers to elemwise first), through the registered lowerings and this pipeline's hooks."""
+        lowers to elemwise first), through the registered lowerings and this pipeline's hooks.
+
+        A lowering pass given a module already below its level is a :class:`FuseError` naming the level it
+        lowers (it would find none of its ops and trip on the lower level's)."""
         from fuse_mlir.passes.levels import all_levels, lowering_spec, module_level
 
         want = getattr(pass_, "level", "any")
         if want == ANY_LEVEL:
             return
-        names = [lv.name for lv in all_levels()]
+        levels = all_levels()
+        names = [lv.name for lv in levels]
         if want not in names:
             return
         have = module_level(module)
+        if names.index(have) > names.index(want) and any(lv.lowering == pass_.name for lv in levels):
+            raise FuseError(
+                f"{pass_.name}: expected a module at the {want} level, got one at the {have} level "
+                f"(levels, in lowering order: {', '.join(names)})"
+            )
         if names.index(have) >= names.index(want):
             return
         Pipeline.parse(lowering_spec(have, want), source=f"<lowering to {want}>", hooks=self.hooks).run(

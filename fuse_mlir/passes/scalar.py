@@ -25,9 +25,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.elemwise import signless
-
-i1 = IntegerType(1)
-i8 = IntegerType(8)
+from fuse_mlir.dialects.types import I1, I8
 
 
 class Body:
@@ -46,7 +44,7 @@ class Body:
         dtype = np.dtype(dtype)
         t = signless(te.element_type(dtype if dtype != np.bool_ else np.int8))
         if dtype.kind == "f":
-            return self.add(arith.ConstantOp(FloatAttr(float(value), t)))  # type: ignore[arg-type]
+            return self.add(arith.ConstantOp(FloatAttr(float(value), t)))
         return self.add(arith.ConstantOp(IntegerAttr(int(value), t)))
 
     def index(self, value: int) -> SSAValue:
@@ -60,8 +58,8 @@ class Body:
         ts, td = signless(te.element_type(src)), signless(te.element_type(dst))
         if src.kind == "f" and dst.kind == "f":
             if src.itemsize < dst.itemsize:
-                return self.add(arith.ExtFOp(v, td))  # type: ignore[arg-type]
-            return self.add(arith.TruncFOp(v, td))  # type: ignore[arg-type]
+                return self.add(arith.ExtFOp(v, td))
+            return self.add(arith.TruncFOp(v, td))
         if src.kind in "iub" and dst.kind == "f":
             cls = arith.UIToFPOp if src.kind == "u" else arith.SIToFPOp
             return self.add(cls(v, td))  # type: ignore[arg-type]
@@ -85,7 +83,7 @@ class Body:
         return self.cast(i, np.dtype(np.int64), dst)
 
     def bool_to_i8(self, b: SSAValue) -> SSAValue:
-        return self.add(arith.ExtUIOp(b, i8))
+        return self.add(arith.ExtUIOp(b, I8))
 
     def nonzero(self, v: SSAValue, dtype: np.dtype) -> SSAValue:
         zero = self.const(0, dtype)
@@ -108,7 +106,7 @@ class Body:
         }
         if op in table:
             cls = table[op][0 if f else 1]
-            return self.add(cls(a, b))  # type: ignore[arg-type]
+            return self.add(cls(a, b))
         if op == "div":
             assert f, "integer true division is lowered through float"
             return self.add(arith.DivfOp(a, b))
@@ -154,7 +152,7 @@ class Body:
             "cos": xmath.CosOp,
             "abs": xmath.AbsFOp,
         }[fn]
-        return self.add(cls(x))  # type: ignore[arg-type]
+        return self.add(cls(x))
 
     def neg(self, x: SSAValue, dtype: np.dtype) -> SSAValue:
         if np.dtype(dtype).kind == "f":
@@ -187,7 +185,7 @@ class Body:
             return self.bool_to_i8(self.add(cls(a, b)))
         if fn == "not":
             nz = self.nonzero(args[0], dtypes[0])
-            return self.bool_to_i8(self.add(arith.XOrIOp(nz, self.add(arith.ConstantOp(IntegerAttr(1, i1))))))
+            return self.bool_to_i8(self.add(arith.XOrIOp(nz, self.add(arith.ConstantOp(IntegerAttr(1, I1))))))
         if fn == "step":
             return self.bool_to_i8(self.compare("gt", args[0], self.const(0, dtypes[0]), dtypes[0]))
         if fn == "select":

@@ -143,7 +143,7 @@ def register_blas() -> str:
         return f"numpy ({lib._name}, {dgemm})"
     from scipy.linalg import cython_blas
 
-    capi = cython_blas.__pyx_capi__  # type: ignore[attr-defined]
+    capi = cython_blas.__pyx_capi__
     register_symbol("fuse_dgemm", _capsule_pointer(capi["dgemm"]))
     register_symbol("fuse_sgemm", _capsule_pointer(capi["sgemm"]))
     return "scipy.linalg.cython_blas"

@@ -153,7 +153,7 @@ def host_call_impl(fn: str, inputs: list[np.ndarray], params: Mapping[str, Any])
         return [idx, vals]
     if fn == "tucker_dense":
         rank = params.get("rank")
-        return [nb.tucker_dense(inputs[0], rank=rank, threshold=float(params.get("threshold", 0.5)))]  # type: ignore[arg-type]
+        return [nb.tucker_dense(inputs[0], rank=rank, threshold=float(params.get("threshold", 0.5)))]
     if fn == "concat":
         return [nb.concat(inputs, axis=int(params["axis"]))]
     impl = getattr(nb, fn, None) if fn in nb.__all__ else None

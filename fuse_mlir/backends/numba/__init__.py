@@ -96,11 +96,7 @@ def compile_numba(
     function = numba.njit(parallel=parallel, error_model="numpy", cache=False, boundscheck=check_bounds)(
         namespace["fuse_main"]
     )
-    arg_types = {
-        op.slot.value.data: op.result.type  # type: ignore[misc]
-        for op in main.walk()
-        if isinstance(op, loop.ArgOp)
-    }
+    arg_types = {op.slot.value.data: op.result.type for op in main.walk() if isinstance(op, loop.ArgOp)}
     errors = [(e.message, e.loc) for e in abi.errors]
     scalar_results = {
         op.slot.value.data

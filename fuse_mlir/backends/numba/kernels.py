@@ -86,7 +86,7 @@ def _blas(name: str) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
 
     from fuse_mlir.backends.llvm.jit import _capsule_pointer
 
-    pointer = _capsule_pointer(cython_blas.__pyx_capi__[name])  # type: ignore[attr-defined]
+    pointer = _capsule_pointer(cython_blas.__pyx_capi__[name])
     return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(pointer)
 
 

@@ -174,7 +174,7 @@ def scalar_type(t: Attribute) -> str:
 def _unsigned_type(t: Attribute) -> str:
     if not isinstance(t, IndexType | IntegerType):
         return scalar_type(t)
-    width = 64 if isinstance(t, IndexType) else t.width.data  # type: ignore[attr-defined]
+    width = 64 if isinstance(t, IndexType) else t.width.data
     return "np.bool_" if width == 1 else f"np.uint{width}"
 
 
@@ -404,7 +404,7 @@ class Renderer:
     def host_call(self, op: loop.HostCallOp, depth: int, loops: int, in_prange: bool) -> None:
         cid = op.attributes["id"].value.data  # type: ignore[attr-defined]
         outs = [self.name(r) for r in op.outputs]
-        types = ", ".join(f"{o}='{numba_array_type(r.type)}'" for o, r in zip(outs, op.outputs))  # type: ignore[arg-type]
+        types = ", ".join(f"{o}='{numba_array_type(r.type)}'" for o, r in zip(outs, op.outputs))
         ins = "".join(f"{self.name(v)}, " for v in op.inputs)
         self.emit(depth, f"with objmode({types}):")
         self.emit(depth + 1, f"{''.join(o + ', ' for o in outs)}= _host({cid}, ({ins}))")

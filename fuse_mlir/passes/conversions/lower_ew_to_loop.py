@@ -42,7 +42,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
-    IndexType,
     IntegerAttr,
     IntegerType,
     MemRefType,
@@ -61,13 +60,9 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.abi import ArgEntry, ErrorEntry, HostCallEntry, LoopAbi, ResultEntry
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
 from fuse_mlir.dialects.locations import loc_text
+from fuse_mlir.dialects.types import I1, I8, I64, INDEX
 from fuse_mlir.passes.conversions.gemm import gemm_plan
 from fuse_mlir.passes.registry import register_pass
-
-I1 = IntegerType(1)
-I8 = IntegerType(8)
-I64 = IntegerType(64)
-INDEX = IndexType()
 
 Body = Callable[[dict[int, SSAValue]], list[SSAValue]]  # one scalar per result
 """Emits one iteration's scalar at the current insertion point, given the induction variable of each dim."""
@@ -166,9 +161,9 @@ class EwToLoop:
         v = self.consts.get(key)
         if v is None:
             if is_float(t):
-                op: Operation = arith.ConstantOp(FloatAttr(float(value), t))  # type: ignore[arg-type]
+                op: Operation = arith.ConstantOp(FloatAttr(float(value), t))
             else:
-                op = arith.ConstantOp(IntegerAttr(int(value), t))  # type: ignore[arg-type]
+                op = arith.ConstantOp(IntegerAttr(int(value), t))
             self.const_ops.append(op)
             v = self.consts[key] = op.results[0]
         return v
@@ -319,7 +314,7 @@ class EwToLoop:
             nz = self.val(arith.CmpfOp(v, zero, "une") if is_float(v.type) else arith.CmpiOp(v, zero, "ne"))
             if f:
                 return self.select(nz, self.const(1, t), acc)
-            return self.val(arith.OrIOp(acc, self.val(arith.ExtUIOp(nz, t))))  # type: ignore[arg-type]
+            return self.val(arith.OrIOp(acc, self.val(arith.ExtUIOp(nz, t))))
         raise FuseError(f"lower-ew-to-loop: unknown reduction kind {kind!r}")
 
     # -- loop nests ----------------------------------------------------------------
@@ -977,7 +972,7 @@ class EwToLoop:
         self.top.add_op(func.ReturnOp())
         first = self.top.first_op
         for c in self.const_ops:
-            self.top.insert_op_before(c, first)  # type: ignore[arg-type]
+            self.top.insert_op_before(c, first)
         return func.FuncOp("fuse_main", ([], []), Region(self.top))
 
     def attributes(self) -> dict[str, Attribute]:
@@ -1008,7 +1003,7 @@ def zero_skip_operand(op: ew.GenericOp) -> int | None:
         while isinstance(factor.owner, arith.ExtSIOp | arith.ExtUIOp):
             factor = factor.owner.input
         if factor in block.args:
-            k = block.args.index(factor)  # type: ignore[arg-type]
+            k = block.args.index(factor)
             if k < len(op.inputs) and len(set(op.map_list()[k])) < n_dims:
                 return k
     return None

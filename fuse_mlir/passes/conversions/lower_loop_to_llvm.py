@@ -62,6 +62,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.func import FuncOp as FuncFuncOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.abi import (
     ENTRY,
@@ -73,13 +74,10 @@ from fuse_mlir.dialects.abi import (
     host_call_id,
     reuse_table,
 )
+from fuse_mlir.dialects.types import I8, I32, I64, PTR
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import (
-    I8,
-    I32,
-    I64,
-    PTR,
     Buf,
     FunctionBuilder,
     Shared,
@@ -389,7 +387,7 @@ class _Lowering(FunctionBuilder):
         out_types = [r.type for r in op.outputs]
         assert all(isinstance(t, MemRefType) for t in out_types)
         n_in_ext = sum(len(b.extents) for b in ins)
-        n_out_ext = sum(len(t.get_shape()) for t in out_types)  # type: ignore[attr-defined]
+        n_out_ext = sum(len(t.get_shape()) for t in out_types)
         in_ptrs = self.entry_alloca(PTR, len(ins))
         in_shapes = self.entry_alloca(I64, n_in_ext)
         out_ptrs = self.entry_alloca(PTR, len(out_types))
@@ -432,7 +430,7 @@ def _entry_func(module: ModuleOp) -> FuncFuncOp:
     for op in module.body.block.ops:
         if isinstance(op, FuncFuncOp) and op.sym_name.data == ENTRY:
             return op
-    raise ValueError(f"lower-loop-to-llvm: the module has no func.func @{ENTRY}")
+    raise FuseError(f"lower-loop-to-llvm: the module has no func.func @{ENTRY} (expected the loop level)")
 
 
 def lower_module(module: ModuleOp, strict: bool = False, threads: int = 1, parallel_min: int = PARALLEL_MIN) -> None:
@@ -481,7 +479,7 @@ class LowerLoopToLLVM(FusePass):
     name = "lower-loop-to-llvm"
     level: ClassVar[str] = "loop"
     example: ClassVar[str | None] = """\
-builtin.module attributes {fuse.args = [["x", "input"]], fuse.results = [["s", "export"]]} {
+builtin.module attributes {fuse.args = [#fuse.arg<"x", input>], fuse.results = [#fuse.result<"s", export>]} {
   func.func @fuse_main() {
     %x = loop.arg 0 : i64 "x" : memref<?xf64>
     %n = loop.dim %x, 0 : i64 : memref<?xf64>

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, UnregisteredOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 
+from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.passes.conversions.te_to_ew import access, block, contract, elementwise, reduce
 from fuse_mlir.passes.conversions.te_to_ew.lowering import TeLowering, TeOpPattern
@@ -79,7 +80,8 @@ class NoLowering(RewritePattern):
             return
         if isinstance(op, te.YieldOp) and isinstance(parent, te.FixpointOp):
             return
-        raise NotImplementedError(f"lower-te-to-ew: no lowering for {op.name}")
+        name = op.op_name.data if isinstance(op, UnregisteredOp) else op.name
+        raise FuseError(f"lower-te-to-ew: cannot lower '{name}' (expected the tensor_eq level)")
 
 
 class ByOpClass(RewritePattern):

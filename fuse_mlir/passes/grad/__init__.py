@@ -38,7 +38,7 @@ class Grad(FusePass):
     example: ClassVar[str | None] = """\
 builtin.module {
   %x = te.input "X" {indices = ["i"]} : tensor<?xf64>
-  %s = te.contract %x, %x {operand_indices = [["i"], ["i"]], indices = [], projection = "sum"} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
+  %s = te.contract %x, %x {operand_indices = [["i"], ["i"]], indices = [], projection = #te.projection<sum>} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
   %l = te.group "L" %s {indices = [], boolean = false} : (tensor<f64>) -> tensor<f64>
   te.export %l {names = ["L"]} : tensor<f64>
 }

@@ -57,7 +57,7 @@ def _is_float(v: SSAValue) -> bool:
 def _names(v: SSAValue) -> tuple[str, ...]:
     owner = v.owner
     assert isinstance(owner, Operation)
-    return te.names_of(owner.attributes["indices"])  # type: ignore[arg-type]
+    return te.names_of(owner.attributes["indices"])
 
 
 def _reads(op: Operation) -> list[SSAValue]:

@@ -27,17 +27,16 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.abi import ERRORS, ErrorEntry, LoopAbi
+from fuse_mlir.dialects.types import INDEX
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass
 from fuse_mlir.passes.registry import register_pass
 from fuse_mlir.targets import checked_build  # noqa: F401 - re-exported (defined there: no xDSL)
-
-INDEX = IndexType()
 
 
 class _Checker:
@@ -188,7 +187,7 @@ class CheckBounds(FusePass):
     name = "check-bounds"
     level: ClassVar[str] = "loop"
     example: ClassVar[str | None] = """\
-builtin.module attributes {fuse.args = [["x", "input"]], fuse.results = [["y", "export"]], fuse.errors = []} {
+builtin.module attributes {fuse.args = [#fuse.arg<"x", input>], fuse.results = [#fuse.result<"y", export>], fuse.errors = []} {
   func.func @fuse_main() {
     %x = loop.arg 0 : i64 "x" : memref<?xf64>
     %y = loop.alloc() : memref<f64>

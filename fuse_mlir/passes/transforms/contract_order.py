@@ -93,7 +93,7 @@ class ContractOrder(ModulePass):
         final, final_names = operands[0]
         if tuple(final_names) != tuple(out) or final.type != op.result.type:
             # A last permutation (and cast to the original type) as a one-operand contraction.
-            fix = te.ContractOp([final], [final_names], out, "sum", op.result.type)  # type: ignore[arg-type]
+            fix = te.ContractOp([final], [final_names], out, "sum", op.result.type)
             block.insert_op_before(fix, op)
             final = fix.result
         op.result.replace_all_uses_with(final)

@@ -193,7 +193,7 @@ def path_of(op: Operation) -> Path | None:
     attr = op.attributes.get(PATH_ATTR)
     if not isinstance(attr, ArrayAttr):
         return None
-    return tuple((int(p.data[0].value.data), int(p.data[1].value.data)) for p in attr.data)  # type: ignore[attr-defined]
+    return tuple((int(p.data[0].value.data), int(p.data[1].value.data)) for p in attr.data)
 
 
 def is_nway(op: Operation) -> bool:

@@ -246,7 +246,7 @@ builtin.module {
   %w = te.input "W" {indices = ["i", "j"]} : tensor<?x?xf64>
   %x = te.input "X" {indices = ["j"]} : tensor<?xf64>
   %v = te.input "V" {indices = ["k"]} : tensor<?xf64>
-  %y = te.contract %w, %x {operand_indices = [["i", "j"], ["j"]], indices = ["i"], projection = "sum"} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?xf64>
+  %y = te.contract %w, %x {operand_indices = [["i", "j"], ["j"]], indices = ["i"], projection = #te.projection<sum>} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?xf64>
   %r = te.map "relu" %y {operand_indices = [["i"]], indices = ["i"]} : (tensor<?xf64>) -> tensor<?xf64>
   %g = te.group "Y" %r {indices = ["i"], boolean = false} : (tensor<?xf64>) -> tensor<?xf64>
   %z = te.map "exp" %v {operand_indices = [["k"]], indices = ["k"]} : (tensor<?xf64>) -> tensor<?xf64>

@@ -249,7 +249,7 @@ class _Fuser(Schedule):
             op.detach()
             op.erase()
             del self.pos[op]
-            self._by_sig.get(self._sigs.get(op, ()), set()).discard(op)  # type: ignore[arg-type]
+            self._by_sig.get(self._sigs.get(op, ()), set()).discard(op)
         self.pos[new] = here  # the slot of the kernel it replaces: every other position stays valid
         self._touched(new)
 

@@ -17,7 +17,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from fuse_mlir.passes.registry import register_pass
 
 _CONTRACT = (
-    'te.contract %x, %x {operand_indices = [["i"], ["i"]], indices = [], projection = "sum"}'
+    'te.contract %x, %x {operand_indices = [["i"], ["i"]], indices = [], projection = #te.projection<sum>}'
     " : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>"
 )
 

@@ -144,7 +144,7 @@ class MonteCarlo(FusePass):
 builtin.module {
   %a = te.input "A" {indices = ["i", "j"]} : tensor<?x?xf64>
   %b = te.input "B" {indices = ["j"]} : tensor<?xf64>
-  %s = te.contract %a, %b {operand_indices = [["i", "j"], ["j"]], indices = ["i"], projection = "sum"} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?xf64>
+  %s = te.contract %a, %b {operand_indices = [["i", "j"], ["j"]], indices = ["i"], projection = #te.projection<sum>} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?xf64>
   te.export %s {names = ["S"]} : tensor<?xf64>
 }
 """

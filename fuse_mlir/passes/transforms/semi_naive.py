@@ -75,9 +75,7 @@ def nonnegative(v: SSAValue, carried: set[SSAValue]) -> bool:
             return any(nonnegative(x, carried) for x in op.inputs)
         return fn in ("add", "mul", "minimum") and all(nonnegative(x, carried) for x in op.inputs)
     if isinstance(op, te.ContractOp):
-        return op.projection.data in ("sum", "max", "min", "mean", "prod") and all(
-            nonnegative(x, carried) for x in op.inputs
-        )
+        return all(nonnegative(x, carried) for x in op.inputs)  # every projection keeps a nonnegative product so
     if isinstance(op, te.FixpointOp) and isinstance(v, OpResult) and v.index < len(op.inits):
         body = op.body.block
         term = body.last_op
@@ -109,7 +107,7 @@ class _Rewriter:
     def zero_like(self, v: SSAValue, names) -> SSAValue:
         """``v * 0``: zeros with ``v``'s indices and dtype (stands for a missing delta in a union)."""
         z = self.emit(te.ConstantOp(np.zeros((), dtype=te.dtype_of(v)), []))
-        return self.emit(te.MapOp("mul", [v, z], [names, ()], names, v.type))  # type: ignore[arg-type]
+        return self.emit(te.MapOp("mul", [v, z], [names, ()], names, v.type))
 
     def clone(self, op: Operation) -> Operation:
         new = op.clone(value_mapper=dict(self.full))
@@ -148,7 +146,7 @@ class _Rewriter:
             if not op.boolean.value.data:
                 raise NotMonotone
             parts = [self.delta[x] for x in op.inputs if x in self.delta]
-            d = te.GroupOp(op.tensor_name.data, parts, te.names_of(op.indices), True, op.result.type)  # type: ignore[arg-type]
+            d = te.GroupOp(op.tensor_name.data, parts, te.names_of(op.indices), True, op.result.type)
         else:
             raise NotMonotone
         self.delta[op.results[0]] = self.emit(d)
@@ -171,11 +169,11 @@ class _Rewriter:
                         te.names_of_each(op.operand_indices),
                         te.names_of(op.indices),
                         op.projection.data,
-                        op.result.type,  # type: ignore[arg-type]
+                        op.result.type,
                     )
                 )
             )
-        return self._sum(terms, te.names_of(op.indices), op.result.type)  # type: ignore[arg-type]
+        return self._sum(terms, te.names_of(op.indices), op.result.type)
 
     def _sum(self, terms: list[SSAValue], names, t: TensorType) -> SSAValue:
         acc = terms[0]
@@ -203,7 +201,7 @@ class _Rewriter:
                     return self.delta[x]  # the other side brings no new fact
             da = self.delta[a] if a in self.delta else self.zero_like(self.full.get(a, a), na)
             db = self.delta[b] if b in self.delta else self.zero_like(self.full.get(b, b), nb)
-            return self.emit(te.MapOp(fn, [da, db], [na, nb], out, op.result.type))  # type: ignore[arg-type]
+            return self.emit(te.MapOp(fn, [da, db], [na, nb], out, op.result.type))
         if fn in _PRODUCT_MAPS:
             if not all(nonnegative(x, carried) for x in op.inputs):
                 raise NotMonotone
@@ -214,7 +212,7 @@ class _Rewriter:
                 terms.append(self.emit(op.clone(value_mapper={**self.full, b: self.delta[b]})))
             if len(terms) == 1:
                 return terms[0]
-            return self.emit(te.MapOp(_PRODUCT_MAPS[fn], terms, [out, out], out, op.result.type))  # type: ignore[arg-type]
+            return self.emit(te.MapOp(_PRODUCT_MAPS[fn], terms, [out, out], out, op.result.type))
         raise NotMonotone
 
     def run(self) -> te.FixpointOp:
@@ -245,7 +243,7 @@ class _Rewriter:
         merged = []
         for n, arg, r, d in zip(names, args, r_in, d_in):
             idx = te.names_of(term.values[list(args).index(arg)].owner.indices)  # type: ignore[union-attr]
-            merged.append(self.emit(te.GroupOp(n, [r, d], idx, True, r.type)))  # type: ignore[arg-type]
+            merged.append(self.emit(te.GroupOp(n, [r, d], idx, True, r.type)))
         for arg, m, d in zip(args, merged, d_in):
             self.full[arg] = m
             self.delta[arg] = d
@@ -258,7 +256,7 @@ class _Rewriter:
                 raise NotMonotone
             idx = te.names_of(v.owner.indices)  # type: ignore[union-attr]
             fresh = self.map("gt", self.delta[v], m, idx, idx, idx)
-            nexts.append(self.emit(te.GroupOp(n, [fresh], idx, True, m.type)))  # type: ignore[arg-type]
+            nexts.append(self.emit(te.GroupOp(n, [fresh], idx, True, m.type)))
         for op in self.ops:
             block.add_op(op)
         block.add_op(te.YieldOp([*merged, *nexts]))

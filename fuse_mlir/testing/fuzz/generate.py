@@ -379,7 +379,7 @@ class Generator:
             v: int | float = r.choice([1, 2, 3, -1, -2, 0])
         else:
             v = r.choice([0.5, 1.5, 2.0, 0.25, -0.5, -1.25])
-        return Lit(v) if v >= 0 else Paren(Lit(v)) if r.random() < 0.5 else Un("-", Lit(-v))  # type: ignore[return-value]
+        return Lit(v) if v >= 0 else Paren(Lit(v)) if r.random() < 0.5 else Un("-", Lit(-v))
 
     def input_ref(self, pool: list[str], *, kind: str = "any", dtype: str | None = None) -> Ref:
         """A new input referenced over some names of ``pool``, with the odd diagonal, numeric index,

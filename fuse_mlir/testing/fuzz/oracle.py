@@ -303,7 +303,7 @@ class Oracle:
                 self.eq_extents[n] = s
             return NA(arr, names)
         assert isinstance(e, Call)
-        n = int(e.args[0].value) if e.args else self.extent(names[0], eq)  # type: ignore[union-attr]
+        n = int(e.args[0].value) if e.args else self.extent(names[0], eq)
         return NA(np.tri(n, n, 0, dtype=np.float64), names)
 
     # -- expressions --------------------------------------------------------------------------------
@@ -415,7 +415,7 @@ class Oracle:
             if f is not None and all(isinstance(a, Ref) and all(isinstance(i, IName) for i in a.idx) for a in e.args):
                 bind: dict[str, str] = {}
                 for (_, pidx), a in zip(f.params, e.args):
-                    names = [i.name for i in a.idx]  # type: ignore[union-attr]
+                    names = [i.name for i in a.idx]
                     for p, n in zip(pidx, names[len(names) - len(pidx) :] if pidx else []):
                         bind.setdefault(p, n)
                 return {bind[o] for o in f.out_idx if o in bind}
@@ -585,7 +585,7 @@ class Oracle:
                 if isinstance(v, str):
                     return v
                 if isinstance(arg0, Ref) and all(isinstance(i, IName) for i in arg0.idx):
-                    return arg0.idx[int(v)].name  # type: ignore[union-attr]
+                    return arg0.idx[int(v)].name
                 raise Reject("axis=int on a composite argument")
         for i in self.eq.lidx:
             if isinstance(i, IName) and i.dotted:
@@ -652,7 +652,7 @@ class Oracle:
         assert self.eq is not None
         if not (isinstance(arg, Ref) and all(isinstance(i, IName) for i in arg.idx)):
             raise Reject("flatten of a composite argument")
-        names = [i.name for i in arg.idx]  # type: ignore[union-attr]
+        names = [i.name for i in arg.idx]
         lnames = [i.name for i in self.eq.lidx if isinstance(i, IName)]
         target = [n for n in lnames if n not in names]
         free = [n for n in names if n not in lnames]

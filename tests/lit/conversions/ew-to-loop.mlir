@@ -2,7 +2,7 @@
 // ABI's shape): inputs are loop.arg slots, results loop.result slots, a map loads and stores per element,
 // a reduction carries its accumulator through loop.for, ew.contract is a loop.gemm, a host call stays one.
 // RUN: %fuse-opt %s -p 'lower-ew-to-loop' | filecheck %s
-// CHECK-LABEL: builtin.module attributes {fuse.args = {{\[\[}}"X", "input"], ["B", "input"]], fuse.results = {{\[\[}}"S", "export"], ["C", "export"], ["H", "export"]], fuse.errors = {{\[\[}}"j is {1} in X[i, j] but {0} in X[j, k]", "<stdin>:3:14:1"], ["j is {1} in B[j] but {0} in X[i, j]", "<stdin>:1:26:1"]], fuse.host_calls = [{fn = "concat", params = {axis = 1 : i64}}]} {
+// CHECK-LABEL: builtin.module attributes {fuse.args = [#fuse.arg<"X", input>, #fuse.arg<"B", input>], fuse.results = [#fuse.result<"S", export>, #fuse.result<"C", export>, #fuse.result<"H", export>], fuse.errors = [#fuse.error<"j is {1} in X[i, j] but {0} in X[j, k]", "<stdin>:3:14:1">, #fuse.error<"j is {1} in B[j] but {0} in X[i, j]", "<stdin>:1:26:1">], fuse.host_calls = [#fuse.host_call<"concat", {axis = 1 : i64}>]} {
 // CHECK-NEXT:   func.func @fuse_main() {
 // CHECK-NEXT:     %[[V0:[0-9]+]] = arith.constant 0 : index
 // CHECK-NEXT:     %[[V1:[0-9]+]] = arith.constant 1 : index

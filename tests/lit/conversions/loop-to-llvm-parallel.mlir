@@ -2,7 +2,7 @@
 // carried value with one associative op also gets a chunk function @fuse_nest0_chunk; fuse_main runs it
 // through fuse_parallel_for in min(threads, trip) chunks and folds the chunks' partial sums in order.
 // RUN: %fuse-opt %s -p 'lower-loop-to-llvm{threads=2 parallel-min=0}' | filecheck %s
-// CHECK-LABEL: builtin.module attributes {fuse.args = {{\[\[}}"X", "input"]], fuse.results = {{\[\[}}"S", "export"]], fuse.errors = [], fuse.host_calls = []} {
+// CHECK-LABEL: builtin.module attributes {fuse.args = [#fuse.arg<"X", input>], fuse.results = [#fuse.result<"S", export>], fuse.errors = [], fuse.host_calls = []} {
 // CHECK-NEXT:   llvm.func @fuse_alloc(!llvm.ptr, i64, i64) -> (!llvm.ptr {llvm.noalias}) attributes {no_unwind}
 // CHECK-NEXT:   llvm.func @fuse_parallel_for(!llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i32 attributes {no_unwind}
 // CHECK-NEXT:   llvm.func internal @fuse_nest0(%[[V0:[0-9]+]]: i64, %[[V1:[0-9]+]]: i64, %[[V2:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V3:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V4:[0-9]+]]: i64, %[[V5:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V6:[0-9]+]]: i64, %[[V7:[0-9]+]]: !llvm.ptr {llvm.noalias}) -> i32 attributes {no_unwind, no_inline} {
@@ -141,7 +141,7 @@
 // CHECK-NEXT:     llvm.return %[[V100]] : i32
 // CHECK-NEXT:   }
 // CHECK-NEXT: }
-builtin.module attributes {fuse.args = [["X", "input"]], fuse.results = [["S", "export"]], fuse.errors = [], fuse.host_calls = []} {
+builtin.module attributes {fuse.args = [#fuse.arg<"X", input>], fuse.results = [#fuse.result<"S", export>], fuse.errors = [], fuse.host_calls = []} {
   func.func @fuse_main() {
     %0 = arith.constant 0.000000e+00 : f64
     %1 = arith.constant 0 : index

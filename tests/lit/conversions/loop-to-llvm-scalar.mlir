@@ -3,7 +3,7 @@
 // libm calls (erf), rsqrt is 1 / sqrt, fpowi is llvm.powi with an i32 exponent, integer floor/ceil
 // divisions are built from sdiv/srem, min/max/abs/ctlz/ctpop are intrinsics, casts are llvm casts.
 // RUN: %fuse-opt %s -p 'lower-loop-to-llvm' | filecheck %s
-// CHECK-LABEL: builtin.module attributes {fuse.args = {{\[\[}}"X", "input"], ["N", "input"]], fuse.results = {{\[\[}}"Y", "export"], ["K", "export"]], fuse.errors = [], fuse.host_calls = []} {
+// CHECK-LABEL: builtin.module attributes {fuse.args = [#fuse.arg<"X", input>, #fuse.arg<"N", input>], fuse.results = [#fuse.result<"Y", export>, #fuse.result<"K", export>], fuse.errors = [], fuse.host_calls = []} {
 // CHECK-NEXT:   llvm.func @erf(f64) -> f64 attributes {no_unwind}
 // CHECK-NEXT:   llvm.func @fuse_alloc(!llvm.ptr, i64, i64) -> (!llvm.ptr {llvm.noalias}) attributes {no_unwind}
 // CHECK-NEXT:   llvm.func internal @fuse_nest0(%[[V0:[0-9]+]]: i64, %[[V1:[0-9]+]]: i64, %[[V2:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V3:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V4:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V5:[0-9]+]]: i64, %[[V6:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V7:[0-9]+]]: i64, %[[V8:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V9:[0-9]+]]: !llvm.ptr {llvm.noalias}) -> i32 attributes {no_unwind, no_inline} {
@@ -167,7 +167,7 @@
 // CHECK-NEXT:     llvm.return %[[V114]] : i32
 // CHECK-NEXT:   }
 // CHECK-NEXT: }
-builtin.module attributes {fuse.args = [["X", "input"], ["N", "input"]], fuse.results = [["Y", "export"], ["K", "export"]], fuse.errors = [], fuse.host_calls = []} {
+builtin.module attributes {fuse.args = [#fuse.arg<"X", input>, #fuse.arg<"N", input>], fuse.results = [#fuse.result<"Y", export>, #fuse.result<"K", export>], fuse.errors = [], fuse.host_calls = []} {
   func.func @fuse_main() {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index

@@ -184,7 +184,7 @@ builtin.module {
   %13 = te.access %1[%2] () {axes = [#te.axis<gather 0>, #te.axis<d>], gather_indices = [["t"]], indices = ["t", "d"]} : tensor<?x?xf64>[tensor<?xi64>] -> tensor<?x?xf64> loc("<stdin>":3:10)
   %14 = te.group "E" %13 {indices = ["t", "d"], boolean = false} : (tensor<?x?xf64>) -> tensor<?x?xf64>
   %15 = te.access %0[] () {axes = [#te.axis<slice 1:?:2 as "1::2">], gather_indices = [], indices = ["1::2"]} : tensor<?xf64>[] -> tensor<?xf64> loc("<stdin>":4:8)
-  %16 = te.contract %15 {operand_indices = [["1::2"]], indices = [], projection = "sum"} : (tensor<?xf64>) -> tensor<f64>
+  %16 = te.contract %15 {operand_indices = [["1::2"]], indices = [], projection = #te.projection<sum>} : (tensor<?xf64>) -> tensor<f64>
   %17 = te.broadcast %16(%4) {operand_indices = [[]], indices = ["i"]} : tensor<f64> -> tensor<?xf64>
   %18 = te.group "S" %17 {indices = ["i"], boolean = false} : (tensor<?xf64>) -> tensor<?xf64>
   %19 = te.concat %1, %1 {axis = "j", operand_axes = ["j#c1.0", "j#c1.1"], operand_indices = [["i", "j#c1.0"], ["i", "j#c1.1"]], indices = ["i", "j"]} : (tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<?x?xf64>
@@ -194,7 +194,7 @@ builtin.module {
   %23 = te.place %21(%22) {positions = [1 : i64, -1 : i64], operand_indices = [["d"]], indices = ["#0", "d"]} : tensor<?xf64> -> tensor<2x?xf64> loc("<stdin>":6:1)
   %24 = te.group "P" %23 {indices = ["d0", "d"], boolean = false} : (tensor<2x?xf64>) -> tensor<2x?xf64>
   %25 = te.generate "even"(%4) {indices = ["i"]} : tensor<?xi8>
-  %26 = te.contract %25, %0 {operand_indices = [["i"], ["i"]], indices = ["i"], projection = "sum"} : (tensor<?xi8>, tensor<?xf64>) -> tensor<?xf64>
+  %26 = te.contract %25, %0 {operand_indices = [["i"], ["i"]], indices = ["i"], projection = #te.projection<sum>} : (tensor<?xi8>, tensor<?xf64>) -> tensor<?xf64>
   %27 = te.group "V" %26 {indices = ["i"], boolean = false} : (tensor<?xf64>) -> tensor<?xf64>
   %28 = arith.constant 3 : index
   %29 = te.generate "causal_mask"(%28, %28) {indices = ["p", "q"]} : tensor<3x3xf64>

@@ -55,14 +55,14 @@ builtin.module {
   te.check_dim %3, %4 {message = "j is {1} in B[j, k] but {0} in A[i, j]"} loc("<stdin>":1:19)
   %5 = te.dim %2, 0 : i64 : tensor<?xf64>
   te.check_dim %3, %5 {message = "j is {1} in X[j] but {0} in A[i, j]"} loc("<stdin>":2:17)
-  %6 = te.contract %0, %1 {operand_indices = [["i", "j"], ["j", "k"]], indices = ["i", "k"], projection = "sum"} : (tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<?x?xf64>
+  %6 = te.contract %0, %1 {operand_indices = [["i", "j"], ["j", "k"]], indices = ["i", "k"], projection = #te.projection<sum>} : (tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<?x?xf64>
   %7 = te.group "C" %6 {indices = ["i", "k"], boolean = false} : (tensor<?x?xf64>) -> tensor<?x?xf64>
-  %8 = te.contract %0, %2 {operand_indices = [["i", "j"], ["j"]], indices = ["i"], projection = "sum"} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?xf64>
+  %8 = te.contract %0, %2 {operand_indices = [["i", "j"], ["j"]], indices = ["i"], projection = #te.projection<sum>} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?xf64>
   %9 = te.group "V" %8 {indices = ["i"], boolean = false} : (tensor<?xf64>) -> tensor<?xf64>
-  %10 = te.contract %0, %2 {operand_indices = [["i", "j"], ["j"]], indices = ["i", "j"], projection = "sum"} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?x?xf64>
-  %11 = te.reduce "max" %10 {operand_indices = [["i", "j"]], indices = ["i"]} : (tensor<?x?xf64>) -> tensor<?xf64>
+  %10 = te.contract %0, %2 {operand_indices = [["i", "j"], ["j"]], indices = ["i", "j"], projection = #te.projection<sum>} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?x?xf64>
+  %11 = te.reduce <max> %10 {operand_indices = [["i", "j"]], indices = ["i"]} : (tensor<?x?xf64>) -> tensor<?xf64>
   %12 = te.group "M" %11 {indices = ["i"], boolean = false} : (tensor<?xf64>) -> tensor<?xf64>
-  %13 = te.reduce "mean" %0 {operand_indices = [["i", "j"]], indices = ["i"]} : (tensor<?x?xf64>) -> tensor<?xf64>
+  %13 = te.reduce <mean> %0 {operand_indices = [["i", "j"]], indices = ["i"]} : (tensor<?x?xf64>) -> tensor<?xf64>
   %14 = te.group "N" %13 {indices = ["i"], boolean = false} : (tensor<?xf64>) -> tensor<?xf64>
   te.export %7, %9, %12, %14 {names = ["C", "V", "M", "N"]} : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>, tensor<?xf64>
 }

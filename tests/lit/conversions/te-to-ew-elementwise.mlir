@@ -96,7 +96,7 @@ builtin.module {
   te.check_dim %7, %8 {message = "i is {1} in M[i] but {0} in N[i]"} loc("<stdin>":3:18)
   %9 = te.map "exp" %0 {operand_indices = [["i", "j"]], indices = ["i", "j"]} : (tensor<?x?xf64>) -> tensor<?x?xf64>
   %10 = te.constant dense<2.000000e+00> : tensor<f64> {indices = []} : tensor<f64>
-  %11 = te.contract %1, %10 {operand_indices = [["j"], []], indices = ["j"], projection = "sum"} : (tensor<?xf64>, tensor<f64>) -> tensor<?xf64>
+  %11 = te.contract %1, %10 {operand_indices = [["j"], []], indices = ["j"], projection = #te.projection<sum>} : (tensor<?xf64>, tensor<f64>) -> tensor<?xf64>
   %12 = te.map "add" %9, %11 {operand_indices = [["i", "j"], ["j"]], indices = ["i", "j"]} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?x?xf64>
   %13 = te.group "Y" %12 {indices = ["i", "j"], boolean = false} : (tensor<?x?xf64>) -> tensor<?x?xf64>
   %14 = te.constant dense<0.000000e+00> : tensor<f64> {indices = []} : tensor<f64>
@@ -104,7 +104,7 @@ builtin.module {
   %16 = te.constant dense<1.000000e+00> : tensor<f64> {indices = []} : tensor<f64>
   %17 = te.map "gt" %1, %16 {operand_indices = [["i"], []], indices = ["i"]} : (tensor<?xf64>, tensor<f64>) -> tensor<?xi8>
   %18 = te.map "or" %15, %17 {operand_indices = [["i", "j"], ["i"]], indices = ["i", "j"]} : (tensor<?x?xi8>, tensor<?xi8>) -> tensor<?x?xi8>
-  %19 = te.contract %18 {operand_indices = [["i", "j"]], indices = ["i"], projection = "sum"} : (tensor<?x?xi8>) -> tensor<?xi64>
+  %19 = te.contract %18 {operand_indices = [["i", "j"]], indices = ["i"], projection = #te.projection<sum>} : (tensor<?x?xi8>) -> tensor<?xi64>
   %20 = te.group "G" %19 {indices = ["i"], boolean = false} : (tensor<?xi64>) -> tensor<?xi64>
   %21 = te.map "pow" %2, %3 {operand_indices = [["i"], ["i"]], indices = ["i"]} : (tensor<?xi64>, tensor<?xi64>) -> tensor<?xi64> loc("<stdin>":3:8)
   %22 = te.group "K" %21 {indices = ["i"], boolean = false} : (tensor<?xi64>) -> tensor<?xi64>

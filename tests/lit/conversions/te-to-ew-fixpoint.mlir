@@ -37,7 +37,7 @@ builtin.module {
   %4, %5, %6 = te.fixpoint "X"(%3) attributes {names = ["X"], max_iters = 32 : i64, atol = 1.000000e-06 : f64, rtol = 1.000000e-05 : f64} : (tensor<?xf64>) -> (tensor<?xf64>, tensor<i64>, tensor<i8>) {
   ^bb0(%7: tensor<i64>, %8: tensor<?xf64>):
     %9 = te.constant dense<5.000000e-01> : tensor<f64> {indices = []} : tensor<f64>
-    %10 = te.contract %8, %9 {operand_indices = [["i"], []], indices = ["i"], projection = "sum"} : (tensor<?xf64>, tensor<f64>) -> tensor<?xf64>
+    %10 = te.contract %8, %9 {operand_indices = [["i"], []], indices = ["i"], projection = #te.projection<sum>} : (tensor<?xf64>, tensor<f64>) -> tensor<?xf64>
     %11 = te.map "add" %10, %0 {operand_indices = [["i"], ["i"]], indices = ["i"]} : (tensor<?xf64>, tensor<?xf64>) -> tensor<?xf64>
     %12 = te.group "X" %11 {indices = ["i"], boolean = false} : (tensor<?xf64>) -> tensor<?xf64>
     te.yield %12 : tensor<?xf64>

@@ -1,4 +1,4 @@
-// lower-te-to-ew, reduction kinds the frontend rarely writes directly: te.reduce "any" or-s nonzero
+// lower-te-to-ew, reduction kinds the frontend rarely writes directly: te.reduce <any> or-s nonzero
 // elements into i8; a te.contract with a "mean" projection sums, then divides by the reduced extents' product.
 // RUN: %fuse-opt %s -p 'lower-te-to-ew' | filecheck %s
 // CHECK-LABEL: builtin.module {
@@ -35,9 +35,9 @@
 // CHECK-NEXT: }
 builtin.module {
   %0 = te.input "X" {indices = ["i", "j"]} : tensor<?x?xi8>
-  %1 = te.reduce "any" %0 {operand_indices = [["i", "j"]], indices = ["i"]} : (tensor<?x?xi8>) -> tensor<?xi8>
+  %1 = te.reduce <any> %0 {operand_indices = [["i", "j"]], indices = ["i"]} : (tensor<?x?xi8>) -> tensor<?xi8>
   %2 = te.input "A" {indices = ["i", "j"]} : tensor<?x?xf64>
   %3 = te.input "B" {indices = ["j"]} : tensor<?xf64>
-  %4 = te.contract %2, %3 {operand_indices = [["i", "j"], ["j"]], indices = ["i"], projection = "mean"} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?xf64>
+  %4 = te.contract %2, %3 {operand_indices = [["i", "j"], ["j"]], indices = ["i"], projection = #te.projection<mean>} : (tensor<?x?xf64>, tensor<?xf64>) -> tensor<?xf64>
   te.export %1, %4 {names = ["Any", "Mean"]} : tensor<?xi8>, tensor<?xf64>
 }

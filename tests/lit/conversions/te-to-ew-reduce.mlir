@@ -113,7 +113,7 @@
 // CHECK-NEXT: }
 builtin.module {
   %0 = te.input "X" {indices = ["i", "j"]} : tensor<?x?xf64>
-  %1 = te.reduce "logsumexp" %0 {operand_indices = [["i", "j"]], indices = ["i"]} : (tensor<?x?xf64>) -> tensor<?xf64>
+  %1 = te.reduce <logsumexp> %0 {operand_indices = [["i", "j"]], indices = ["i"]} : (tensor<?x?xf64>) -> tensor<?xf64>
   %2 = te.group "L" %1 {indices = ["i"], boolean = false} : (tensor<?xf64>) -> tensor<?xf64>
   %3 = te.axis_fn "softmax" %0 {axis = "j", operand_indices = [["i", "j"]], indices = ["i", "j"]} : (tensor<?x?xf64>) -> tensor<?x?xf64>
   %4 = te.group "S" %3 {indices = ["i", "j"], boolean = false} : (tensor<?x?xf64>) -> tensor<?x?xf64>
@@ -121,7 +121,7 @@ builtin.module {
   %6 = te.group "N" %5 {indices = ["i", "j"], boolean = false} : (tensor<?x?xf64>) -> tensor<?x?xf64>
   %7 = te.constant dense<0.000000e+00> : tensor<f64> {indices = []} : tensor<f64>
   %8 = te.map "gt" %0, %7 {operand_indices = [["i", "j"], []], indices = ["i", "j"]} : (tensor<?x?xf64>, tensor<f64>) -> tensor<?x?xi8>
-  %9 = te.contract %8 {operand_indices = [["i", "j"]], indices = ["i"], projection = "sum"} : (tensor<?x?xi8>) -> tensor<?xi64>
+  %9 = te.contract %8 {operand_indices = [["i", "j"]], indices = ["i"], projection = #te.projection<sum>} : (tensor<?x?xi8>) -> tensor<?xi64>
   %10 = te.group "A" %9 {indices = ["i"], boolean = false} : (tensor<?xi64>) -> tensor<?xi64>
   te.export %2, %4, %6, %10 {names = ["L", "S", "N", "A"]} : tensor<?xf64>, tensor<?x?xf64>, tensor<?x?xf64>, tensor<?xi64>
 }

@@ -11,7 +11,7 @@ builtin.module {
   %init = te.broadcast %zero(%n0, %n0) {operand_indices = [[]], indices = ["x", "z"]} : tensor<i8> -> tensor<?x?xi8>
   %anc, %iters, %conv = te.fixpoint "Anc"(%init) attributes {names = ["Anc"], max_iters = 32 : i64, atol = 1.000000e-06 : f64, rtol = 1.000000e-05 : f64} : (tensor<?x?xi8>) -> (tensor<?x?xi8>, tensor<i64>, tensor<i8>) {
   ^bb0(%it: tensor<i64>, %cur: tensor<?x?xi8>):
-    %j = te.contract %cur, %par {operand_indices = [["x", "y"], ["y", "z"]], indices = ["x", "z"], projection = "sum"} : (tensor<?x?xi8>, tensor<?x?xi8>) -> tensor<?x?xi64>
+    %j = te.contract %cur, %par {operand_indices = [["x", "y"], ["y", "z"]], indices = ["x", "z"], projection = #te.projection<sum>} : (tensor<?x?xi8>, tensor<?x?xi8>) -> tensor<?x?xi64>
     %u = te.map "add" %par, %j {operand_indices = [["x", "z"], ["x", "z"]], indices = ["x", "z"]} : (tensor<?x?xi8>, tensor<?x?xi64>) -> tensor<?x?xi64>
     %g = te.group "Anc" %u {indices = ["x", "z"], boolean = true} : (tensor<?x?xi64>) -> tensor<?x?xi8>
     te.yield %g : tensor<?x?xi8>

@@ -9,7 +9,7 @@ builtin.module {
   %init = te.broadcast %zero(%n, %n) {operand_indices = [[]], indices = ["x", "z"]} : tensor<i8> -> tensor<8x8xi8>
   %anc, %iters, %conv = te.fixpoint "Anc"(%init) attributes {names = ["Anc"], max_iters = 32 : i64, atol = 1.000000e-06 : f64, rtol = 1.000000e-05 : f64} : (tensor<8x8xi8>) -> (tensor<8x8xi8>, tensor<i64>, tensor<i8>) {
   ^bb0(%it: tensor<i64>, %cur: tensor<8x8xi8>):
-    %j = te.contract %cur, %par {operand_indices = [["x", "y"], ["y", "z"]], indices = ["x", "z"], projection = "sum"} : (tensor<8x8xi8>, tensor<8x8xi8>) -> tensor<8x8xi64>
+    %j = te.contract %cur, %par {operand_indices = [["x", "y"], ["y", "z"]], indices = ["x", "z"], projection = #te.projection<sum>} : (tensor<8x8xi8>, tensor<8x8xi8>) -> tensor<8x8xi64>
     %u = te.map "add" %par, %j {operand_indices = [["x", "z"], ["x", "z"]], indices = ["x", "z"]} : (tensor<8x8xi8>, tensor<8x8xi64>) -> tensor<8x8xi64>
     %g = te.group "Anc" %u {indices = ["x", "z"], boolean = true} : (tensor<8x8xi64>) -> tensor<8x8xi8>
     te.yield %g : tensor<8x8xi8>

@@ -9,7 +9,7 @@
 // CHECK: %[[IOTA_J:.*]] = te.generate "iota"
 // CHECK: %[[SLICED:.*]] = te.access %[[IOTA_J]][] () {axes = [#te.axis<slice 1:?:2 as "1::2">], gather_indices = [], indices = ["1::2"]}
 // CHECK: %[[HOT_J:.*]] = te.map "eq" %[[IOTA_J]], %[[SLICED]]
-// CHECK: %[[D1:.*]] = te.contract %{{.*}}, %[[HOT_I]], %[[HOT_J]] {operand_indices = [["i", "1::2"], ["[[G1:_g[0-9]+]]", "i"], ["[[G2:_g[0-9]+]]", "1::2"]], indices = ["[[G1]]", "[[G2]]"], projection = "sum"}
+// CHECK: %[[D1:.*]] = te.contract %{{.*}}, %[[HOT_I]], %[[HOT_J]] {operand_indices = [["i", "1::2"], ["[[G1:_g[0-9]+]]", "i"], ["[[G2:_g[0-9]+]]", "1::2"]], indices = ["[[G1]]", "[[G2]]"], projection = #te.projection<sum>}
 // CHECK: %[[D2:.*]] = te.place %{{.*}} {positions = [3 : i64, -1 : i64], operand_indices = [["j"]], indices = ["{{_g[0-9]+}}", "j"]}
 // CHECK: %[[D:.*]] = te.map "add" %[[D1]], %[[D2]]
 // CHECK: %[[G:.*]] = te.group "dL_dX" %[[D]] {indices = ["i", "j"], boolean = false}
@@ -18,8 +18,8 @@ builtin.module {
   %x = te.input "X" {indices = ["i", "j"]} : tensor<?x?xf64>
   %a = te.access %x[] () {axes = [#te.axis<3>, #te.axis<j>], gather_indices = [], indices = ["j"]} : tensor<?x?xf64>[] -> tensor<?xf64>
   %b = te.access %x[] () {axes = [#te.axis<i + 1>, #te.axis<slice 1:?:2 as "1::2">], gather_indices = [], indices = ["i", "1::2"]} : tensor<?x?xf64>[] -> tensor<?x?xf64>
-  %s = te.contract %a, %a {operand_indices = [["j"], ["j"]], indices = [], projection = "sum"} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
-  %t = te.contract %b {operand_indices = [["i", "1::2"]], indices = [], projection = "sum"} : (tensor<?x?xf64>) -> tensor<f64>
+  %s = te.contract %a, %a {operand_indices = [["j"], ["j"]], indices = [], projection = #te.projection<sum>} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
+  %t = te.contract %b {operand_indices = [["i", "1::2"]], indices = [], projection = #te.projection<sum>} : (tensor<?x?xf64>) -> tensor<f64>
   %u = te.map "add" %s, %t {operand_indices = [[], []], indices = []} : (tensor<f64>, tensor<f64>) -> tensor<f64>
   %l = te.group "L" %u {indices = [], boolean = false} : (tensor<f64>) -> tensor<f64>
   te.export %l {names = ["L"]} : tensor<f64>

@@ -3,7 +3,7 @@
 
 builtin.module {
   %0 = te.input "X" {indices = ["i"]} : tensor<?xf64>
-  %1 = te.contract %0 %0 {operand_indices = [["i"], ["i"]], indices = [], projection = "sum"} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
+  %1 = te.contract %0 %0 {operand_indices = [["i"], ["i"]], indices = [], projection = #te.projection<sum>} : (tensor<?xf64>, tensor<?xf64>) -> tensor<f64>
 }
 
 // CHECK:      syntax_error.mlir:6:23: error: Expected ':'

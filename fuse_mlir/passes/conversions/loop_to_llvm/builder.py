@@ -30,16 +30,12 @@ from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from fuse_mlir.dialects import loop
+from fuse_mlir.dialects.types import I1, I32, I64, PTR
 from fuse_mlir.targets import PARALLEL_MIN
 
 if TYPE_CHECKING:
     from fuse_mlir.dialects.abi import AbiLayout
 
-PTR = llvm.LLVMPointerType()
-I1 = IntegerType(1)
-I8 = IntegerType(8)
-I32 = IntegerType(32)
-I64 = IntegerType(64)
 """Default least work (iterations of the nest's loops) for which a parallel region is split across threads."""
 
 NSW = IntegerAttr(llvm.OverflowAttr([llvm.OverflowFlag.NO_SIGNED_WRAP]).to_int(), 32)

@@ -22,10 +22,8 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.llvmx import mangle
+from fuse_mlir.dialects.types import I32, I64, PTR
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import (
-    I32,
-    I64,
-    PTR,
     Buf,
     FunctionBuilder,
     is_const,

@@ -17,7 +17,8 @@ from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, IntegerAt
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from fuse_mlir.dialects.llvmx import FPToSIOp, FPToUIOp, UIToFPOp, mangle
-from fuse_mlir.passes.conversions.loop_to_llvm.builder import I1, I32, I64, FunctionBuilder
+from fuse_mlir.dialects.types import I1, I32, I64
+from fuse_mlir.passes.conversions.loop_to_llvm.builder import FunctionBuilder
 
 # Float intrinsics overloaded on one type: name suffix is that type.
 FLOAT_INTRINSICS: dict[type[Operation], str] = {
@@ -110,7 +111,7 @@ V = TypeVar("V")
 
 def by_name(table: Mapping[type[Operation], V]) -> dict[str, V]:
     """``table`` keyed by the ops' names (``arith.addf``): for code that names a fold by its op."""
-    return {cls.name: v for cls, v in table.items()}  # type: ignore[attr-defined]
+    return {cls.name: v for cls, v in table.items()}
 
 
 ScalarLowering = Callable[[FunctionBuilder, Any, list[SSAValue], Attribute], SSAValue]

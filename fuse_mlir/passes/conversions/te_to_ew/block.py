@@ -137,7 +137,7 @@ class LowerBlock(TeOpPattern):
         x = ins[0]
         if fn == "tucker_dense":
             x = lo.cast_to(x, te.dtype_of(op.outputs[0]))
-        call = lo.emit(ew.HostCallOp(fn, [x.value], [r.type for r in op.outputs], host_params))  # type: ignore[misc]
+        call = lo.emit(ew.HostCallOp(fn, [x.value], [r.type for r in op.outputs], host_params))
         return list(call.results)
 
 

@@ -51,7 +51,7 @@ class In:
 def scalar_constant(value: SSAValue) -> float | int | None:
     """The value of a rank-0 ``te.constant`` (a literal), else None."""
     op = value.owner
-    if isinstance(op, te.ConstantOp) and op.result.type.get_num_dims() == 0:  # type: ignore[attr-defined]
+    if isinstance(op, te.ConstantOp) and op.result.type.get_num_dims() == 0:
         return te.dense_value(op.value).item()
     return None
 
