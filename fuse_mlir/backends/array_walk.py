@@ -874,7 +874,7 @@ def _block(s: _State, op: te.BlockOp) -> Any:
     if fn == "tucker_dense":
         res = xp.tucker_dense(xp.astype(x, dtype), params.get("rank"), params.get("threshold", 0.5))
         return xp.astype(res, dtype)
-    idx, vals = xp.topk(x, int(params["k"]), xn.index(roles["axis"]))  # type: ignore[call-overload]
+    idx, vals = xp.topk(x, int(params["k"]), xn.index(roles["axis"]))
     return (xp.astype(idx, plan.dtypes[0]), xp.astype(vals, plan.dtypes[1]))
 
 

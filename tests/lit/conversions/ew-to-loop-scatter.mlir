@@ -4,7 +4,7 @@
 // elements are read, added and written back. Distinct chunks never write one element: no race, and duplicate
 // indices accumulate in order.
 // RUN: %fuse-opt %s -p 'lower-ew-to-loop' | filecheck %s
-// CHECK-LABEL: builtin.module attributes {{.*}}fuse.errors = {{\[\[}}"scattered index {0} is out of range for an axis of extent {1}", ""]]
+// CHECK-LABEL: builtin.module attributes {{.*}}fuse.errors = [#fuse.error<"scattered index {0} is out of range for an axis of extent {1}", "">]
 // CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
 // CHECK: %[[W:.*]] = arith.constant 16 : index
 // CHECK: %[[U:.*]] = loop.arg 0 : i64 "U"

@@ -14,7 +14,7 @@ builtin.module {
   %t = te.input "T" {indices = ["v", "d"]} : tensor<?x?xf64>
   %i = te.input "Idx" {indices = ["b"]} : tensor<?xi64>
   %e = te.access %t[%i] () {axes = [#te.axis<gather 0>, #te.axis<d>], gather_indices = [["b"]], indices = ["b", "d"]} : tensor<?x?xf64>[tensor<?xi64>] -> tensor<?x?xf64>
-  %s = te.contract %e, %e {operand_indices = [["b", "d"], ["b", "d"]], indices = [], projection = "sum"} : (tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<f64>
+  %s = te.contract %e, %e {operand_indices = [["b", "d"], ["b", "d"]], indices = [], projection = #te.projection<sum>} : (tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<f64>
   %l = te.group "L" %s {indices = [], boolean = false} : (tensor<f64>) -> tensor<f64>
   te.export %l {names = ["L"]} : tensor<f64>
 }
