@@ -166,8 +166,8 @@ def _partials(em: Emitter, fn: str, xs: list[T], y: T, g: T, params: dict[str, o
             zero = em.const(0, g.dtype)
             db = mul(g, m("select", m("ne", y, zero), mul(y, m("log", a)), zero))
         return [da, db]
-    if fn == "relu":
-        return [mul(g, m("gt", xs[0], em.const(0, xs[0].dtype)))]
+    if fn == "relu":  # the mask from the output (y > 0 exactly where x > 0): x need not be kept
+        return [mul(g, m("gt", y, em.const(0, y.dtype)))]
     if fn == "exp":
         return [mul(g, y)]
     if fn == "log":
