@@ -170,8 +170,8 @@ def _partials(em: Emitter, fn: str, xs: list[T], y: T, g: T, params: dict[str, o
             zero = em.const(0, g.dtype)
             db = mul(g, m("select", m("ne", y, zero), mul(y, m("log", a)), zero))
         return [da, db]
-    if fn == "relu":
-        return [mul(g, m("gt", xs[0], em.const(0, xs[0].dtype)))]
+    if fn == "relu":  # the mask from the output (y > 0 exactly where x > 0): x need not be kept
+        return [mul(g, m("gt", y, em.const(0, y.dtype)))]
     if fn == "exp":
         return [mul(g, y)]
     if fn == "log":
@@ -190,6 +190,8 @@ def _partials(em: Emitter, fn: str, xs: list[T], y: T, g: T, params: dict[str, o
         return [m("neg", mul(g, m("sin", xs[0])))]
     if fn == "gelu":
         return [mul(g, m("gelu_grad", xs[0]))]
+    if fn == "gelu_grad":
+        return [mul(g, _gelu_second(em, xs[0], g.dtype))]
     if fn == "sig":
         if len(xs) == 1 and "T" not in params:  # the hard step: piecewise constant
             return [None]
@@ -222,6 +224,22 @@ def _partials(em: Emitter, fn: str, xs: list[T], y: T, g: T, params: dict[str, o
     raise FuseError(f"grad: no gradient rule for the elementwise function {fn!r}")
 
 
+def _gelu_second(em: Emitter, x: T, dtype: np.dtype) -> T:
+    """gelu'' of the tanh-approximated GELU: with u = c (x + a x^3) and t = tanh(u),
+    ``(1 - t^2) (u' + x (u'' / 2 - t u'^2))``, u' = c (1 + 3 a x^2), u'' = 6 a c x. x is clipped to +-10 as
+    gelu_grad clips it (beyond, t = +-1 exactly, so the result is 0 and nothing overflows)."""
+    m = em.map
+    c, a = np.sqrt(2.0 / np.pi), 0.044715
+    clip = em.const(10.0, dtype)
+    xc = m("maximum", m("minimum", em.cast(x, dtype), clip), m("neg", clip))
+    x2 = m("mul", xc, xc)
+    t = m("tanh", m("mul", em.const(c, dtype), m("add", xc, m("mul", em.const(a, dtype), m("mul", x2, xc)))))
+    du = m("mul", em.const(c, dtype), m("add", em.const(1, dtype), m("mul", em.const(3 * a, dtype), x2)))
+    half_ddu = m("mul", em.const(3 * a * c, dtype), xc)
+    inner = m("add", du, m("mul", xc, m("sub", half_ddu, m("mul", t, m("mul", du, du)))))
+    return m("mul", m("sub", em.const(1, dtype), m("mul", t, t)), inner)
+
+
 def map_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T | None]:
     """Elementwise functions: the local derivative times the adjoint, summed over the names the operand was
     broadcast along."""
@@ -236,7 +254,8 @@ def map_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T |
 
 def axis_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T | None]:
     """softmax / masked_softmax: ``y (g - sum(y g))`` (the ``softmax_grad`` builtin: no exp, cannot overflow);
-    lnorm: ``(g - mean(g) - y mean(g y)) / sqrt(var + eps)``."""
+    lnorm: ``(g - mean(g) - y mean(g y)) / sqrt(var + eps)``; softmax_grad(y, h) (linear in h) with adjoint
+    ``a``: ``softmax_grad(y, a)`` to h and ``a (h - sum(y h)) - h sum(a y)`` to y."""
     assert isinstance(op, te.AxisOp)
     fn = op.fn.data
     axis = op.axis.data
@@ -260,7 +279,17 @@ def axis_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[T 
         mgy = em.reduce("mean", m("mul", g, y), rest)
         d = m("div", m("sub", m("sub", g, mg), m("mul", y, mgy)), s)
         return [_unbroadcast(em, d, x)]
-    raise FuseError(f"grad: no gradient rule for {fn}() (it is itself a derivative)")
+    if fn == "softmax_grad":
+        yv, h = (em.cast(x, g.dtype) for x in xs)
+        dy: T | None = None
+        if want[0]:
+            yh, gy = em.map("mul", yv, h), em.map("mul", g, yv)
+            s = em.reduce("sum", yh, [n for n in yh.names if n != axis])
+            t = em.reduce("sum", gy, [n for n in gy.names if n != axis])
+            dy = em.map("sub", em.map("mul", g, em.map("sub", h, s)), em.map("mul", h, t))
+        dh = em.axis_fn("softmax_grad", axis, yv, g) if want[1] else None
+        return [_unbroadcast(em, d, x) if d is not None else None for d, x in zip((dy, dh), xs)]
+    raise FuseError(f"grad: no gradient rule for {fn}()")
 
 
 # -- data movement ---------------------------------------------------------------

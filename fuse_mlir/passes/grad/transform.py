@@ -139,12 +139,13 @@ def differentiate(module: ModuleOp, of: str, wrt: Sequence[str]) -> list[str]:
         return acc
 
     for op in active:  # already in reverse order
-        if not op.results:
+        # The one result with an adjoint (topk's values; its indices are integers and get none).
+        res = next((r for r in op.results if adj.get(r)), None)
+        if res is None:
             continue
-        g = total(op.results[0])
-        if g is None:
-            continue
-        g = rename(g, _names(op.results[0]))
+        g = total(res)
+        assert g is not None
+        g = rename(g, _names(res))
         rule = RULES.get(type(op))
         if rule is None:
             if isinstance(op, te.BlockOp):
