@@ -132,6 +132,21 @@ class Lowered:
         """A lowering with the same tables and another module (a variant of this one, e.g. another product order)."""
         return Lowered(module, self.inputs, self.exports, self.group_order, self.sources, self.fixpoints)
 
+    def with_sources(self, sources: dict[str, np.ndarray]) -> Lowered:
+        """This lowering over other source arrays of the same shapes and dtypes: the module (built or not) is shared,
+        so kernels compiled for it are reused, while backends bind the new object afresh."""
+        return Lowered(
+            self._module,
+            self.inputs,
+            self.exports,
+            self.group_order,
+            sources,
+            self.fixpoints,
+            digest=self.digest,
+            build=self.build,
+            nway=self.nway,
+        )
+
     @property
     def has_module(self) -> bool:
         """Whether the module exists (False for a warm lowering nobody has asked the IR of)."""

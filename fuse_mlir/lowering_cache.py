@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fuse_mlir.diagnostics import Loc
+from fuse_mlir.io.sources import FACT_SUFFIXES
 from fuse_mlir.lowered import FixpointGroup, InputSpec, Lowered, LowerOptions
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["STATS", "load", "store", "warm_key"]
 
 KIND = "lowerings"
-FACT_SUFFIXES = (".csv", ".tsv")
 
 STATS: Counter[str] = Counter()
 """``hits`` (lowerings read from the index), ``misses``, ``stored``: for tests and ``--timing``-style reports."""

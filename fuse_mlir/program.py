@@ -39,6 +39,30 @@ def print_module(module: ModuleOp, generic: bool = False) -> str:
     return print_ir(module, generic)
 
 
+def rebind_sources(cache: dict[Any, Lowered], replaced: Mapping[str, np.ndarray]) -> dict[Any, Lowered]:
+    """``cache``'s lowerings with ``replaced`` as their source arrays, less those built for another shape or dtype.
+
+    A lowering depends on its sources' shapes and dtypes only (their types in
+    the IR), so one whose arrays match keeps its module, and with it the
+    compiled kernels found by module, under a new ``Lowered`` (backends bind
+    per lowering object, so none sees the old arrays). Entries that shared a
+    lowering share its replacement.
+    """
+    new: dict[int, Lowered | None] = {}
+    out: dict[Any, Lowered] = {}
+    for key, lw in cache.items():
+        if id(lw) not in new:  # ids are stable here: every lowering is held by ``cache`` for the whole loop
+            same = all(
+                n in lw.sources and lw.sources[n].shape == a.shape and lw.sources[n].dtype == a.dtype
+                for n, a in replaced.items()
+            )
+            new[id(lw)] = lw.with_sources({**lw.sources, **replaced}) if same else None
+        hit = new[id(lw)]
+        if hit is not None:
+            out[key] = hit
+    return out
+
+
 class Program:
     """A parsed and resolved `.fuse` program."""
 
@@ -82,7 +106,10 @@ class Program:
         Each name must be a tensor the program loads from a file, and each
         array must have the rank the program gives it; the other sources are
         loaded from their files as usual (a replaced file is never read).
-        Lowerings made before the call are dropped.
+        Lowerings made before the call are kept where every replaced array
+        has the shape and dtype the lowering was built for (a training loop
+        replacing its weights each step re-lowers nothing; its kernels are
+        found by module) and dropped otherwise.
         """
         from fuse_mlir.io.sources import load_source
 
@@ -110,7 +137,7 @@ class Program:
                 )
             loaded[name] = np.array(arr, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
         self._sources = loaded
-        self._lowered.clear()
+        self._lowered = rebind_sources(self._lowered, {n: loaded[n] for n in arrays})
         self.sources_version += 1
 
     def lower(
@@ -412,7 +439,8 @@ class GradProgram(Program):
 
     def replace_sources(self, arrays: Mapping[str, Any]) -> None:
         self.base.replace_sources(arrays)
-        self._lowered.clear()
+        replaced = self.base.source_arrays()
+        self._lowered = rebind_sources(self._lowered, {n: replaced[n] for n in arrays})
         self.sources_version += 1
 
     def lower(

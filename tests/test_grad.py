@@ -383,7 +383,7 @@ TOPK_MODULE = """builtin.module {
   %i, %v = te.block "topk" %x {operand_indices = [["r", "c"]], indices = ["r", "c@top"], roles = {axis = "c"}, \
 params = {k = 2 : i64}} : (tensor<?x?xf64>) -> (tensor<?x2xi64>, tensor<?x2xf64>)
   %s = te.contract %v, %v, %w {operand_indices = [["r", "t"], ["r", "t"], ["r", "t"]], indices = [], \
-projection = "sum"} : (tensor<?x2xf64>, tensor<?x2xf64>, tensor<?x?xf64>) -> tensor<f64>
+projection = #te.projection<sum>} : (tensor<?x2xf64>, tensor<?x2xf64>, tensor<?x?xf64>) -> tensor<f64>
   %l = te.group "L" %s {indices = [], boolean = false} : (tensor<f64>) -> tensor<f64>
   te.export %l {names = ["L"]} : tensor<f64>
 }

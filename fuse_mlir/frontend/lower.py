@@ -48,6 +48,7 @@ from fuse_mlir.frontend.resolve import (
 )
 from fuse_mlir.frontend.shapes import DimDef, Dims, Key, Where
 from fuse_mlir.interp import dtypes as dt
+from fuse_mlir.io.sources import FACT_SUFFIXES
 from fuse_mlir.lowered import MODES, STATUS_SEP, FixpointGroup, InputSpec, Lowered, LowerOptions
 
 
@@ -72,8 +73,6 @@ class TV:
 
 Val = TV | Weak
 
-
-FACT_SUFFIXES = (".csv", ".tsv")
 
 MAP_OPS = {
     "+": "add",

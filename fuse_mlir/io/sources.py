@@ -27,6 +27,8 @@ from fuse_mlir.diagnostics import FuseError, Loc, register_source
 from fuse_mlir.paths import checked_path, shown
 
 SOURCE_EXTENSIONS: tuple[str, ...] = (".npy", ".npz", ".json", ".csv", ".tsv", ".txt", ".safetensors")
+FACT_SUFFIXES: tuple[str, ...] = (".csv", ".tsv")
+"""Coordinate (facts) files: a relation's tuples, whose dense tensor's extents are bounds, not constants."""
 
 _NPY_MAGIC = b"\x93NUMPY"
 # Dtype kinds a tensor may have: bool, signed/unsigned int, float, complex.

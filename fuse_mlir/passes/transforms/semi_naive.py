@@ -40,13 +40,13 @@ from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp import dtypes as dt
+from fuse_mlir.io.sources import FACT_SUFFIXES
 from fuse_mlir.passes.registry import register_pass
 
 _UNION_MAPS = ("add", "or", "maximum")
 _PRODUCT_MAPS = {"mul": "add", "and": "or"}  # product op -> how its per-factor delta terms combine
 _BOOLEAN_MAPS = ("and", "or", "not", "lt", "le", "gt", "ge", "eq", "ne")
 _LINEAR_REDUCE = ("sum", "max", "any")
-_FACT_SUFFIXES = (".csv", ".tsv")
 
 
 class NotMonotone(Exception):
@@ -64,7 +64,7 @@ def nonnegative(v: SSAValue, carried: set[SSAValue]) -> bool:
     if isinstance(op, te.GroupOp):
         return op.boolean.value.data or all(nonnegative(x, carried) for x in op.inputs)
     if isinstance(op, te.SourceOp):
-        return Path(op.path.data).suffix.lower() in _FACT_SUFFIXES
+        return Path(op.path.data).suffix.lower() in FACT_SUFFIXES
     if isinstance(op, te.ConstantOp):
         return bool(np.all(te.dense_value(op.value) >= 0))
     if isinstance(op, te.MapOp):
