@@ -147,6 +147,42 @@ CASES: dict[str, tuple[str, str, list[str], dict[str, np.ndarray]]] = {
         ["X"],
         dict(X=normal(2, 5), W=normal(2, 3)),
     ),
+    "slice_steps_negative_bounds": (
+        "L = X[-2:1:-2] X[-2:1:-2] W[-2:1:-2] + X[::3] X[::3] W[::3] + X[-4:] X[-4:] W[-4:] + X[2:-1] W[1:-2]\n",
+        "L",
+        ["X"],
+        dict(X=normal(9), W=normal(9)),
+    ),
+    "diagonals_3d_and_traces": (
+        "Tr = B[i,i,i]\nD[i,j] = B[i,j,i]\nT2 = A[i,i] + B[i,i,i]\nL = Tr Tr T2 + D[i,j] D[i,j] W[i,j]\n",
+        "L",
+        ["A", "B"],
+        dict(A=normal(3, 3), B=normal(3, 3, 3), W=normal(3, 3)),
+    ),
+    "superdiagonal": (
+        "S[i] = A[i,i+1]\nU[i] = A[i,i-2]\nL = S[i] S[i] W[i] + U[i] U[i]\n",
+        "L",
+        ["A"],
+        dict(A=normal(4, 4), W=normal(4)),
+    ),
+    "slice_gather": (
+        "E[t,1::2] = Table[Tok[t], 1::2]\nL = E[t,c] E[t,c] W[t,c]\n",
+        "L",
+        ["Table"],
+        dict(Table=normal(4, 5), Tok=np.array([2, 1, 2, 2, 0]), W=normal(5, 2)),
+    ),
+    "offset_slice": (
+        "Y[t,0:4:2] = X[t+1, 0:4:2]\nL = Y[t,c] Y[t,c] W[t,c] + X[t-2, -1::-3] X[t-2, -1::-3] V[t, -1::-3]\n",
+        "L",
+        ["X"],
+        dict(X=normal(5, 5), W=normal(5, 2), V=normal(5, 5)),
+    ),
+    "offset_position_gather": (
+        "Y[t] = X[Tok[t], t+1] + X[Tok[t], 2] + X[1, Tok[t]]\nL = Y[t] Y[t] W[t]\n",
+        "L",
+        ["X"],
+        dict(X=normal(4, 4), Tok=np.array([3, 1, 3, 0]), W=normal(4)),
+    ),
     "gather_duplicates": (
         "E[t,d] = Table[Tok[t], d]\nL = E[t,d] E[t,d] W[t,d]\n",
         "L",
@@ -220,7 +256,14 @@ def test_llvm_matches_finite_differences(case: str) -> None:
 
 
 @pytest.mark.parametrize("backend", ["numba", "jax", "torch"])
-@pytest.mark.parametrize("case", ["mlp_softmax_ce", "gather_duplicates", "offsets", "concat_flatten", "attention"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        *("mlp_softmax_ce", "gather_duplicates", "offsets", "concat_flatten", "attention"),
+        *("slices", "negative_slice", "slice_steps_negative_bounds", "diagonal_trace", "diagonals_3d_and_traces"),
+        *("superdiagonal", "slice_gather", "offset_slice", "offset_position_gather"),
+    ],
+)
 def test_backends_equal_reference(case: str, backend: str) -> None:
     src, of, wrt, inputs = CASES[case]
     g = Program(src).grad(of, wrt)
@@ -299,7 +342,14 @@ def test_grad_pass_in_a_pipeline() -> None:
 
 # A left-hand side cannot name a slice with a negative start; the printer has no spelling of the rope and
 # tucker_dense blocks (docs/autodiff.md, Limits).
-PRINT_FAILS = {"negative_slice", "rope", "rope_batched", "tucker_dense_is_zero"}
+PRINT_FAILS = {
+    "negative_slice",
+    "offset_slice",
+    "slice_steps_negative_bounds",
+    "rope",
+    "rope_batched",
+    "tucker_dense_is_zero",
+}
 
 
 @pytest.mark.parametrize("case", sorted(set(CASES) - PRINT_FAILS))
@@ -313,6 +363,25 @@ def test_fuse_text_round_trips(case: str) -> None:
     for k in want:
         assert got[k].dtype == want[k].dtype, k
         np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "Y[1::2] = X[1::2]\nL = Y[c] W[c]\n",
+        "L = X[-1:0:-3] W[-1:0:-3]\n",
+        "L = A[i,i] X[i]\n",
+        "Y[i] = A[i,i+1]\nL = Y[i] X[i]\n",
+        "Y[t,0:4:2] = A[Tok[t], 0:4:2]\nL = Y[t,c] Y[t,c]\n",
+    ],
+)
+def test_slice_and_diagonal_adjoints_are_scatter_adds(src: str) -> None:
+    """A slice, diagonal or mixed read sends its adjoint back through one te.scatter_add, with no one-hot
+    selection (an ``eq`` map of an iota against the positions, contracted over the axis) left in the program."""
+    text = Program(src).grad("L", ["A" if "A[" in src else "X"]).to_mlir()
+    assert text.count("te.scatter_add") == 1
+    assert '"eq"' not in text
+    assert "te.contract" not in text.split("te.scatter_add")[1].split("te.export")[0]
 
 
 def test_unprintable_is_a_fuse_error() -> None:

@@ -19,17 +19,19 @@ Conventions (documented in docs/autodiff.md):
   accumulate; the llvm nest is race-free, see ``lower_scatter_add``). Numeric
   positions are a ``te.place``; offsets through distinct names read the
   adjoint at the opposite offset. Slices and diagonals (and mixes of these
-  with gathers or offsets) scatter-add through a one-hot selection built from
-  ``te.generate "iota"`` and contracted with it: a sum with no write
-  conflicts, quadratic in the axis length, kept for those short index maps.
+  with gathers, positions or offsets) are one ``te.scatter_add`` too, each
+  such axis through an index tensor of the positions it reads (a slice reads
+  ``te.generate "iota"`` through the same slice; a diagonal gathers both axes
+  by the same iota): linear in the elements read.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.dialects import tensor_eq as te
@@ -366,9 +368,8 @@ def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
     """The adjoint of a read is a scatter-add. A permutation is a permutation back; names with fixed positions
     are a ``te.place``; gathers through otherwise plain names are a ``te.scatter_add`` through the same axes;
     offsets through distinct names are the opposite offsets read from the adjoint; anything else (diagonals,
-    slices, mixes of these with gathers or offsets) contracts the adjoint with one-hot
-    selections ``iota[s] == position read``, so duplicate gathered indices accumulate and out-of-range offset
-    reads (which read 0) send nothing back."""
+    slices, mixes of these with gathers, positions or offsets) is one ``te.scatter_add`` through index tensors
+    of the positions read (:func:`_scatter_back`): linear in the elements read, duplicates accumulating."""
     assert isinstance(op, te.AccessOp)
     src = op.source
     if not want[0]:
@@ -387,8 +388,8 @@ def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
             return [em.place(g, positions, fresh, fixed), *none]
     gathers = [T(v, ns) for v, ns in zip(op.gathers, te.names_of_each(op.gather_indices))]
     if gathers and len(plain) == len(set(plain)) and all(a.axis_kind in _SCATTERED for a in axes):
-        # A gather (an embedding lookup E[idx[b], d]): a native scatter-add, O(updates) instead of the
-        # O(extent x updates) one-hot contraction below.
+        # A gather (an embedding lookup E[idx[b], d]): a native scatter-add, O(updates) instead of an
+        # O(extent x updates) one-hot contraction.
         names = [a.index_name if a.axis_kind == te.AxisKind.NAME else em.fresh() for a in axes]
         sizes = [em.op(te.DimOp(src, k)).results[0] for k, a in enumerate(axes) if a.axis_kind == te.AxisKind.GATHER]
         return [em.scatter_add(g, axes, names, gathers, sizes), *none]
@@ -398,31 +399,61 @@ def access_rule(em: Emitter, op: Operation, g: T, want: Sequence[bool]) -> list[
         # outside), an O(n) access; the offset axis has the source's extent, so the shapes match.
         back = {a.index_name: te.AccessAxisAttr.offset(a.index_name, -a.value) for a in axes if a.value}
         return [em.access(g, [back.get(n, n) for n in out_names], shifted), *none]
-    src_names: list[str] = []
-    factors: list[T] = []
+    # Everything else (slices, diagonals, positions or offsets mixed with gathers): each source axis's read
+    # positions as an index tensor, then one te.scatter_add, O(elements read).
+    return [_scatter_back(em, op, g, gathers), *none]
+
+
+def _scatter_back(em: Emitter, op: te.AccessOp, g: T, gathers: list[T]) -> T:
+    """The adjoint of any read as one ``te.scatter_add``: the first plain use of a name scatters through that
+    name; every other source axis through an int64 index tensor of the positions it reads (a slice reads
+    ``iota`` through the same slice, a repeated name (a diagonal) reads ``iota``, a position is a 0-d constant,
+    a gather its own index tensor). Duplicate positions accumulate, so diagonals and overlapping reads are
+    right. An offset whose name appears nowhere else is first read back at the opposite offset (as in the
+    offsets-only case) and is then a plain name; any other offset scatters ``i + c`` and sends nothing from
+    the reads past the ends (they read 0): the update is 0 there and the position clamped into range."""
+    axes = op.axis_list()
+    uses = Counter(a.index_name for a in axes if a.axis_kind in (te.AxisKind.NAME, te.AxisKind.OFFSET))
+    uses.update(n for t in gathers for n in t.names)
+    back = {
+        a.index_name: te.AccessAxisAttr.offset(a.index_name, -a.value)
+        for a in axes
+        if a.axis_kind == te.AxisKind.OFFSET and uses[a.index_name] == 1
+    }
+    if back:
+        g = em.access(g, [back.get(n, n) for n in g.names], g.names)
+    int64 = np.dtype(np.int64)
+    scatter: list[te.AccessAxisAttr | str] = []
+    names: list[str] = []
+    index: list[T] = []
+    sizes: list[SSAValue] = []
     seen: set[str] = set()
     for k, a in enumerate(axes):
         kind, name = a.axis_kind, a.index_name
-        if kind == te.AxisKind.NAME and name not in seen:
+        if (kind == te.AxisKind.NAME and name not in seen) or name in back:
             seen.add(name)
-            src_names.append(name)
+            scatter.append(name)
+            names.append(name)
             continue
-        s = em.fresh()
-        src_names.append(s)
-        n = em.op(te.DimOp(src, k)).results[0]
-        at = em.iota(n, s)
+        n = em.op(te.DimOp(op.source, k)).results[0]
         if kind == te.AxisKind.NAME:  # a repeated name: a diagonal
             pos = em.iota(em.dim(g, name), name)
         elif kind == te.AxisKind.POSITION:
-            pos = em.const(a.value, np.dtype(np.int64))
+            pos = em.const(a.value, int64)
         elif kind == te.AxisKind.GATHER:
             pos = gathers[a.value]
         elif kind == te.AxisKind.SLICE:
-            pos = em.access(T(at.value, ("_p",)), [a], [name])
-        else:  # an offset: positions index + value
-            pos = em.map("add", em.iota(em.dim(g, name), name), em.const(a.value, np.dtype(np.int64)))
-        factors.append(em.map("eq", at, pos))
-    return [em.contract([g, *factors], src_names), *none]
+            pos = em.access(T(em.iota(n, "_p").value, ("_p",)), [a], [name])
+        else:  # an offset on a name used elsewhere too (A[i, i+1]): positions i + c, those past the ends dropped
+            at = em.map("add", em.iota(em.dim(g, name), name), em.const(a.value, int64))
+            inside = em.map("and", em.map("ge", at, em.const(0, int64)), em.map("lt", at, em.extent_scalar(n)))
+            g = em.map("select", inside, g, em.const(0, g.dtype))
+            pos = em.map("select", inside, at, em.const(0, int64))
+        scatter.append(te.AccessAxisAttr.gather(len(index)))
+        names.append(em.fresh())
+        index.append(pos)
+        sizes.append(n)
+    return em.scatter_add(g, scatter, names, index, sizes)
 
 
 RULES: dict[type[Operation], Rule] = {

@@ -1,15 +1,15 @@
-// grad through te.access: a fixed position becomes a te.place; an offset and a slice contract the adjoint with
-// one-hot selections (iota == position read), the slice's positions read through the same #te.axis slice.
+// grad through te.access: a fixed position becomes a te.place; an offset mixed with a slice is read back at the
+// opposite offset, then scattered (te.scatter_add) through the slice's positions, read from an iota through the
+// same #te.axis slice: linear in the axis, no one-hot selection.
 // RUN: %fuse-opt %s -p 'grad{of=L wrt=X}' | filecheck %s
 // CHECK-LABEL: builtin.module
 // CHECK: %[[L:.*]] = te.group "L"
-// CHECK: %[[IOTA_I:.*]] = te.generate "iota"
-// CHECK: %[[SHIFT:.*]] = te.map "add" %{{.*}} {operand_indices = [["i"], []], indices = ["i"]}
-// CHECK: %[[HOT_I:.*]] = te.map "eq" %[[IOTA_I]], %[[SHIFT]]
-// CHECK: %[[IOTA_J:.*]] = te.generate "iota"
+// CHECK-NOT: te.map "eq"
+// CHECK: %[[BACK:.*]] = te.access %{{.*}}[] () {axes = [#te.axis<i - 1>, #te.axis<"1::2">], gather_indices = [], indices = ["i", "1::2"]}
+// CHECK: %[[N:.*]] = te.dim %x, 1
+// CHECK: %[[IOTA_J:.*]] = te.generate "iota"(%[[N]])
 // CHECK: %[[SLICED:.*]] = te.access %[[IOTA_J]][] () {axes = [#te.axis<slice 1:?:2 as "1::2">], gather_indices = [], indices = ["1::2"]}
-// CHECK: %[[HOT_J:.*]] = te.map "eq" %[[IOTA_J]], %[[SLICED]]
-// CHECK: %[[D1:.*]] = te.contract %{{.*}}, %[[HOT_I]], %[[HOT_J]] {operand_indices = [["i", "1::2"], ["[[G1:_g[0-9]+]]", "i"], ["[[G2:_g[0-9]+]]", "1::2"]], indices = ["[[G1]]", "[[G2]]"], projection = #te.projection<sum>}
+// CHECK: %[[D1:.*]] = te.scatter_add %[[BACK]][%[[SLICED]]] (%[[N]]) {axes = [#te.axis<i>, #te.axis<gather 0>], operand_indices = [["i", "1::2"]], gather_indices = [["1::2"]], indices = ["i", "[[G1:_g[0-9]+]]"]}
 // CHECK: %[[D2:.*]] = te.place %{{.*}} {positions = [3 : i64, -1 : i64], operand_indices = [["j"]], indices = ["{{_g[0-9]+}}", "j"]}
 // CHECK: %[[D:.*]] = te.map "add" %[[D1]], %[[D2]]
 // CHECK: %[[G:.*]] = te.group "dL_dX" %[[D]] {indices = ["i", "j"], boolean = false}
