@@ -13,7 +13,7 @@
 builtin.module {
   %a = te.input "A" {indices = ["i", "j"]} : tensor<?x?xf64>
   %d = te.access %a[] () {axes = [#te.axis<i>, #te.axis<i>], gather_indices = [], indices = ["i"]} : tensor<?x?xf64>[] -> tensor<?xf64>
-  %t = te.contract %d {operand_indices = [["i"]], indices = [], projection = "sum"} : (tensor<?xf64>) -> tensor<f64>
+  %t = te.contract %d {operand_indices = [["i"]], indices = [], projection = #te.projection<sum>} : (tensor<?xf64>) -> tensor<f64>
   %l = te.group "L" %t {indices = [], boolean = false} : (tensor<f64>) -> tensor<f64>
   te.export %l {names = ["L"]} : tensor<f64>
 }
