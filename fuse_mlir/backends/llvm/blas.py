@@ -9,14 +9,17 @@ small LLVM IR adapter that widens the integer arguments, compiled once and kept 
 (kind ``runtime``) like the allocator. Only when NumPy's BLAS cannot be found does SciPy's
 ``cython_blas`` serve (importing SciPy costs about 0.2 s, which is why it is the fallback).
 
-``fuse_dgemm``/``fuse_sgemm`` themselves split a large product over fuse's own thread pool
-(:mod:`.parallel`): column (or row) slabs of C that the pool threads take in turn from a shared
-counter, each a single-threaded BLAS call (OpenBLAS's thread count is 1 while split products run and
-is restored after). OpenBLAS's own threads beside the pool oversubscribe the cores (its workers spin
-after each GEMM while the pool runs the elementwise kernels between them), and its static one-share-
-per-thread split waits for the slowest thread: on a loaded 2-core machine (load 6) the MLP training
-step of ``benchmarks/grad.py`` took 160-195 ms that way and 28 ms split over the pool. The pool
-thread count is ``FUSE_NUM_THREADS`` (else the CPUs available) when the wrapper is built.
+By default ``fuse_dgemm``/``fuse_sgemm`` are that BLAS itself, threaded by OpenBLAS: the same threads
+NumPy's own products use, so a program that mixes NumPy and fuse products keeps one set of BLAS threads.
+``FUSE_GEMM_SPLIT=1`` (read once, when the symbols are registered) makes them split a large product over
+fuse's own thread pool (:mod:`.parallel`) instead: column (or row) slabs of C that the pool threads take
+in turn from a shared counter, each a single-threaded BLAS call (OpenBLAS's thread count is 1 while split
+products run and is restored after). The split wins on a loaded machine (the MLP training step of
+``benchmarks/grad.py`` took 160-195 ms with OpenBLAS's threads at load 6 and 28 ms split) and ties on a
+quiet one (7.08 vs 6.80 ms, float32, load 0.5), but loses 2x when NumPy ran a threaded product just
+before: OpenBLAS's workers then still spin on the cores the pool needs (``relu(W@x+b)`` float32 4096 x
+4096 x 256 right after a NumPy matmul: 46 ms unsplit, 93 ms split), hence the default.
+:func:`split_gemms` builds the wrappers on demand (tests check them whatever the setting).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 from .jit import _capsule_pointer, cached_runtime, register_symbol, register_symbol_provider
 from .parallel import default_threads, ensure_pool
 
-__all__ = ["ensure_blas", "find_library", "register_blas"]
+__all__ = ["ensure_blas", "find_library", "register_blas", "split_gemms"]
 
 # Names tried in order: (dgemm, sgemm, integer width).
 _FLAVOURS = (
@@ -382,37 +385,67 @@ def _register_thread_control(lib: ctypes.CDLL) -> bool:
     return False
 
 
+GEMM_SPLIT_ENV = "FUSE_GEMM_SPLIT"
+"""Set to 1 to split large products over fuse's pool (the module docstring says when that pays)."""
+
+_serial: dict[str, object] = {}  # "control": whether OpenBLAS's thread count can be set while split products run
+_split: dict[str, int] = {}
+
+
 def register_blas() -> str:
     """Register ``fuse_dgemm``/``fuse_sgemm`` for the kernels; returns where they came from (for messages).
 
-    NumPy's BLAS first (``FUSE_BLAS=scipy`` forces SciPy's), else ``scipy.linalg.cython_blas``; either is
-    wrapped by the pool split (the module docstring).
+    NumPy's BLAS first (``FUSE_BLAS=scipy`` forces SciPy's), else ``scipy.linalg.cython_blas``; registered as
+    is, or wrapped by the pool split when ``FUSE_GEMM_SPLIT=1`` (the module docstring).
     """
     found = find_library() if os.environ.get("FUSE_BLAS", "").lower() != "scipy" else None
+    serial: dict[str, int]
     if found is not None:
         lib, dgemm, sgemm, width = found
         _KEEP.append(lib)
         if width == 32:
-            register_symbol("fuse_dgemm_serial", _address(lib, dgemm))
-            register_symbol("fuse_sgemm_serial", _address(lib, sgemm))
+            serial = {"fuse_dgemm_serial": _address(lib, dgemm), "fuse_sgemm_serial": _address(lib, sgemm)}
         else:
             register_symbol(dgemm, _address(lib, dgemm))
             register_symbol(sgemm, _address(lib, sgemm))
-            for name, addr in _adapters(dgemm, sgemm).items():
-                register_symbol(name, addr)
+            serial = _adapters(dgemm, sgemm)
         control = _register_thread_control(lib)
         where = f"numpy ({lib._name}, {dgemm})"
     else:
         from scipy.linalg import cython_blas
 
         capi = cython_blas.__pyx_capi__
-        register_symbol("fuse_dgemm_serial", _capsule_pointer(capi["dgemm"]))
-        register_symbol("fuse_sgemm_serial", _capsule_pointer(capi["sgemm"]))
+        serial = {
+            "fuse_dgemm_serial": _capsule_pointer(capi["dgemm"]),
+            "fuse_sgemm_serial": _capsule_pointer(capi["sgemm"]),
+        }
         control = False
         where = "scipy.linalg.cython_blas"
-    for name, addr in _split_gemms("fuse_dgemm_serial", "fuse_sgemm_serial", control).items():
+    for name, addr in serial.items():
+        register_symbol(name, addr)
+    _serial["control"] = control
+    if os.environ.get(GEMM_SPLIT_ENV, "0") not in ("", "0"):
+        chosen = _build_split()
+        where += ", split over fuse's pool"
+    else:
+        chosen = {"fuse_dgemm": serial["fuse_dgemm_serial"], "fuse_sgemm": serial["fuse_sgemm_serial"]}
+    for name, addr in chosen.items():
         register_symbol(name, addr)
     return where
+
+
+def _build_split() -> dict[str, int]:
+    """The pool-split wrappers' addresses by name, built once (the serial symbols must be registered)."""
+    if not _split:
+        _split.update(_split_gemms("fuse_dgemm_serial", "fuse_sgemm_serial", bool(_serial["control"])))
+    return _split
+
+
+def split_gemms() -> dict[str, int]:
+    """The pool-split ``fuse_dgemm``/``fuse_sgemm`` wrappers' addresses, built on first use whatever the setting."""
+    ensure_blas()
+    with _lock:
+        return dict(_build_split())
 
 
 _lock = threading.Lock()
