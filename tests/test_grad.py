@@ -467,7 +467,9 @@ def test_topk_sends_the_adjoint_to_the_selected_entries() -> None:
     from fuse_mlir.ir import parse_mlir
     from fuse_mlir.passes.pipeline import Pipeline
 
-    x, w = apart(3, 5), normal(3, 2)
+    rng = np.random.default_rng(5)  # its own draws: the shared RNG's state depends on which tests ran before
+    x = ((rng.permutation(15) - 7) * 0.3 + 0.15).reshape(3, 5)  # distinct and never 0, so no adjoint vanishes
+    w = rng.normal(size=(3, 2))
     module = parse_mlir(TOPK_MODULE)
     grad = module.clone()
     Pipeline.parse("grad{of=L wrt=X}").run(grad)
@@ -483,4 +485,6 @@ def test_topk_sends_the_adjoint_to_the_selected_entries() -> None:
         down[idx] -= 1e-6
         want[idx] = (loss(up) - loss(down)) / 2e-6
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
-    assert np.count_nonzero(got) == 6  # two entries per row
+    top = np.zeros(x.shape, dtype=bool)
+    np.put_along_axis(top, np.argsort(-x, axis=1)[:, :2], True, axis=1)
+    np.testing.assert_array_equal(got != 0, top)  # exactly the two selected entries of each row
