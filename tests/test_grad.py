@@ -34,9 +34,9 @@ def blocks_normal(*shape: int) -> np.ndarray:
 
 
 def apart(*shape: int) -> np.ndarray:
-    """Distinct values at least 0.1 apart (max/min/abs/relu stay away from their kinks)."""
+    """Distinct values 0.3 apart and at least 0.15 from 0 (max/min/abs/relu stay away from their kinks)."""
     n = int(np.prod(shape))
-    vals = (RNG.permutation(n) - n / 2 + 0.5) * 0.3
+    vals = (RNG.permutation(n) - (n - 1) / 2 + 0.5 * (n % 2)) * 0.3  # half-integer steps: never exactly 0
     return vals.reshape(shape)
 
 
