@@ -45,6 +45,7 @@ L = avg((H[b] - Y[b]) ** 2)
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
+    """The fastest of ``repeats`` calls of ``fn`` after one warm-up call, in seconds."""
     fn()
     times = []
     for _ in range(repeats):

@@ -7,32 +7,21 @@ by ``fuse grad`` (which spells the scatter-add as exactly that one-hot sum), rea
 llvm, with ``jax.jit(jax.grad)`` and torch eager as peers, all measured in this process. The one-hot version is
 quadratic, so it runs only up to ``--one-hot-max`` elements; the scatter-add one goes on to 1M.
 
-    python benchmarks/grad_slices.py            # n = 4096 .. 65536 (both), 1M (scatter and peers)
-    python benchmarks/grad_slices.py --quick    # n = 1024, 4096 and 65536: a smoke check
+    python -m benchmarks.grad_slices            # n = 4096 .. 65536 (both), 1M (scatter and peers)
+    python -m benchmarks.grad_slices --quick    # n = 1024, 4096 and 65536: a smoke check
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import numpy as np
 
+from benchmarks.grad import best_of
 from fuse_mlir import Program
 
 LOSS = "L = X[1::2] X[1::2] W[1::2]\n"
-
-
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    """The fastest of ``repeats`` calls of ``fn`` after one warm-up call, in seconds."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def peers(x: np.ndarray, w: np.ndarray) -> tuple[Callable[[], object], Callable[[], object], np.ndarray]:
