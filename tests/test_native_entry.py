@@ -7,7 +7,6 @@ the kernel ran, finish in Python. Every result is compared with the reference in
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ import pytest
 from fuse_mlir import Program
 from fuse_mlir.backends.llvm.entry import entry_available
 from fuse_mlir.diagnostics import FuseRuntimeError
+from tests.concurrency import run_in_threads
 
 pytestmark = pytest.mark.skipif(not entry_available(), reason="NumPy's array layout is not the one the entry reads")
 
@@ -170,22 +170,13 @@ def test_busy_entry_declines_and_threads_share_it() -> None:
     assert call(dict(inputs)) is None
     _check(runner(**inputs), ref(**inputs))
     entry.words[0] = 0
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
-        try:
-            for n in (300, 7, 300, 0):
-                given = _inputs(n, seed=seed + n)
-                _check(runner(**given), ref(**given))
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+        for n in (300, 7, 300, 0):
+            given = _inputs(n, seed=seed + n)
+            _check(runner(**given), ref(**given))
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_in_threads(work, 4)
     assert entry.words[0] == 0
 
 

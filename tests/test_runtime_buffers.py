@@ -7,8 +7,6 @@ may ever be written.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ArrayAttr, StringAttr
@@ -19,6 +17,7 @@ from fuse_mlir.backends.llvm import arena
 from fuse_mlir.backends.llvm.runtime import NativeKernel
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError
 from fuse_mlir.dialects.abi import LoopAbi, ReuseEntry
+from tests.concurrency import run_in_threads
 from tests.test_llvm_backend import F64, elementwise_module
 
 SOFTMAX = "Y[r, c.] = softmax(X[r, c])\nexport Y"
@@ -247,23 +246,14 @@ def test_direct_path_keeps_checks() -> None:
 def test_concurrent_calls_on_one_runner() -> None:
     prog = Program(SUM3)
     native, ref = prog.compile("llvm"), prog.compile("reference")
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
         rng = np.random.default_rng(seed)
-        try:
-            for n in (10, 300, 7, 300):
-                inputs = _inputs(rng, n)
-                _check(native(**inputs), ref(**inputs))
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+        for n in (10, 300, 7, 300):
+            inputs = _inputs(rng, n)
+            _check(native(**inputs), ref(**inputs))
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_in_threads(work, 4)
 
 
 def test_native_allocator_claims_each_slot_once_per_call(slow_allocs: list[int]) -> None:
