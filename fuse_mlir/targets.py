@@ -24,12 +24,15 @@ from fuse_mlir.diagnostics import FuseError
 
 OPT_LEVELS = ("O0", "O2")
 PARALLEL_MIN = 1 << 16
-"""Default least work (iterations of a nest's loops) for which a native parallel region is split across threads
-(the ``parallel-min`` option of ``lower-loop-to-llvm``; ``FUSE_PARALLEL_MIN`` overrides it at run time)."""
-
-PARALLEL_MIN = 1 << 16
 """The llvm target's default least work (iterations of a nest's loops) for which a parallel region is split across
-threads (``lower-loop-to-llvm``; here so that the runtime reads it without importing the lowering)."""
+threads (``lower-loop-to-llvm``; ``FUSE_PARALLEL_MIN`` overrides it at run time; here so that the runtime reads it
+without importing the lowering)."""
+
+CHUNKS_PER_THREAD = 4
+"""How many chunks a split parallel region has per thread. The pool's threads claim chunks as they finish the
+previous one, so a thread slowed down by others on its core (another library's spinning workers, another
+process) hands its share to the rest instead of making the whole region wait for it; 4 keeps that wait to
+about a quarter of a share while each chunk stays large."""
 
 
 def checked_build(value: bool | None = None) -> bool:

@@ -6,10 +6,12 @@ small inputs exercise the threaded path.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 from benchmarks.workloads import WORKLOADS
 from fuse_mlir import FuseError, FuseRuntimeError, Program
 from fuse_mlir.backends.llvm.executor import NativeExecutor
-from fuse_mlir.backends.llvm.parallel import MAX_THREADS, default_threads
+from fuse_mlir.backends.llvm.parallel import MAX_CHUNKS, MAX_THREADS, default_threads, parallel_for_address
 from fuse_mlir.passes.lowering import lower_to_loop
 from tests.strategies import GenProgram, programs
 from tests.test_llvm_programs import same
@@ -95,6 +97,75 @@ def test_error_in_parallel_region_is_the_first_in_order(threads):
         run(X=x, Idx=idx)
     idx[900] = 4
     np.testing.assert_allclose(run(X=x, Idx=idx)["S"], x[idx].sum())
+
+
+_CHUNK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
+_PARALLEL_FOR = ctypes.CFUNCTYPE(
+    ctypes.c_int32, _CHUNK, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
+)
+
+
+def _parallel_for(chunk, n: int, threads: int) -> tuple[int, list[int]]:
+    """Run the Python ``chunk(c, err)`` through the native pool's ``fuse_parallel_for``: its code and details."""
+    fn = _PARALLEL_FOR(parallel_for_address())
+    err = (ctypes.c_int64 * 3)()
+    rc = fn(_CHUNK(lambda env, c, e: chunk(c, e)), None, n, threads, err)
+    return rc, list(err)
+
+
+@pytest.mark.parametrize("n,threads", [(1, 4), (2, 2), (37, 3), (MAX_CHUNKS, 2), (MAX_CHUNKS + 5, 2), (9, 1)])
+def test_pool_runs_every_chunk_once(n, threads):
+    """Every chunk runs exactly once, on at most ``threads`` threads; beyond MAX_CHUNKS or with one thread,
+    in order on the caller."""
+    ran: list[tuple[int, int]] = []
+    rc, _ = _parallel_for(lambda c, e: ran.append((c, threading.get_ident())) or 0, n, threads)
+    assert rc == 0
+    assert sorted(c for c, _ in ran) == list(range(n))
+    assert len({t for _, t in ran}) <= threads
+    if n > MAX_CHUNKS or threads == 1:
+        assert [c for c, _ in ran] == list(range(n))
+        assert {t for _, t in ran} == {threading.get_ident()}
+
+
+def test_pool_threads_claim_chunks_as_they_go():
+    """A thread held up in its first chunk (as by another program's threads on its core) runs only that
+    chunk: the others claim the rest, instead of each thread owning a fixed share."""
+    held = threading.Event()
+    ran: dict[int, list[int]] = {}
+    caller = threading.get_ident()
+
+    def chunk(c: int, err) -> int:
+        me = threading.get_ident()
+        if me == caller:
+            assert held.wait(10), "the worker never took a chunk"
+        elif not held.is_set():
+            held.set()
+            time.sleep(1.0)
+        ran.setdefault(me, []).append(c)
+        return 0
+
+    rc, _ = _parallel_for(chunk, 40, 2)
+    assert rc == 0 and sorted(c for cs in ran.values() for c in cs) == list(range(40))
+    worker = next(t for t in ran if t != caller)
+    assert len(ran[worker]) == 1 and len(ran[caller]) == 39
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_pool_reports_the_first_failing_chunk(threads):
+    """Chunks 30 and 7 fail (in whichever order the threads reach them): the region returns chunk 7's code
+    and details, what a serial run stops at; every chunk still ran, none is left running."""
+    ran: list[int] = []
+
+    def chunk(c: int, err) -> int:
+        ran.append(c)
+        if c in (7, 30):
+            err[0], err[1], err[2] = c + 100, c, -c
+            return c + 100
+        return 0
+
+    rc, err = _parallel_for(chunk, 40, threads)
+    assert (rc, err) == (107, [107, 7, -7])
+    assert sorted(ran) == list(range(40))
 
 
 def test_concurrent_callers_share_the_pool():

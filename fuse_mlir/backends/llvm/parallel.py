@@ -39,13 +39,26 @@ import os
 import threading
 
 from fuse_mlir.diagnostics import FuseError
+from fuse_mlir.targets import CHUNKS_PER_THREAD
 
-from .jit import JitError, cached_runtime, register_symbol, register_symbol_provider
+from .jit import JitError, JitFunction, cached_runtime, register_symbol, register_symbol_provider
 
-__all__ = ["MAX_THREADS", "default_parallel_min", "default_threads", "ensure_pool", "resolve"]
+__all__ = [
+    "MAX_CHUNKS",
+    "MAX_THREADS",
+    "default_parallel_min",
+    "default_threads",
+    "ensure_pool",
+    "parallel_for_address",
+    "pool_workers",
+    "resolve",
+]
 
 MAX_THREADS = 1024
 """The most threads a kernel may be compiled for."""
+
+MAX_CHUNKS = MAX_THREADS * CHUNKS_PER_THREAD
+"""The most chunks one region may have (the pool's result tables); a larger region runs serially."""
 
 _SLOT = 512  # bytes reserved for each pthread object (glibc needs 40 or 48)
 
@@ -57,12 +70,15 @@ _POOL_IR = f"""
 @pool_gen = internal global i64 0
 @pool_nworkers = internal global i64 0
 @pool_active = internal global i64 0
-@pool_pending = internal global i64 0
+@pool_busy = internal global i64 0
+@pool_open = internal global i64 0
+@pool_n = internal global i64 0
+@pool_next = internal global i64 0, align 64
 @pool_fn = internal global ptr null
 @pool_env = internal global ptr null
 @pool_start = internal global [{MAX_THREADS + 1} x i64] zeroinitializer
-@pool_rc = internal global [{MAX_THREADS + 1} x i32] zeroinitializer
-@pool_err = internal global [{3 * (MAX_THREADS + 1)} x i64] zeroinitializer
+@pool_rc = internal global [{MAX_CHUNKS} x i32] zeroinitializer
+@pool_err = internal global [{3 * MAX_CHUNKS} x i64] zeroinitializer
 
 declare i32 @pthread_mutex_init(ptr, ptr)
 declare i32 @pthread_mutex_lock(ptr)
@@ -86,7 +102,8 @@ entry:
   store i64 0, ptr @pool_gen
   store i64 0, ptr @pool_nworkers
   store i64 0, ptr @pool_active
-  store i64 0, ptr @pool_pending
+  store i64 0, ptr @pool_busy
+  store i64 0, ptr @pool_open
   ret void
 }}
 
@@ -98,6 +115,21 @@ entry:
   ret i64 %n
 }}
 
+; Claim chunks of the open region (an atomic counter) and run them until none is left.
+define internal void @fuse_pool_claim(ptr %fn, ptr %env, i64 %n) {{
+entry:
+  br label %claim
+claim:
+  %c = atomicrmw add ptr @pool_next, i64 1 monotonic
+  %more = icmp slt i64 %c, %n
+  br i1 %more, label %run, label %done
+run:
+  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 %c)
+  br label %claim
+done:
+  ret void
+}}
+
 define internal ptr @fuse_pool_worker(ptr %arg) {{
 entry:
   %id = ptrtoint ptr %arg to i64
@@ -106,7 +138,7 @@ entry:
   %seen0 = load i64, ptr %sp
   br label %wait
 wait:
-  %seen = phi i64 [ %seen0, %entry ], [ %seen, %sleep ], [ %g, %skip ], [ %g, %after ]
+  %seen = phi i64 [ %seen0, %entry ], [ %seen, %sleep ], [ %g, %go ], [ %g, %after ]
   %g = load i64, ptr @pool_gen
   %same = icmp eq i64 %g, %seen
   br i1 %same, label %sleep, label %go
@@ -114,21 +146,26 @@ sleep:
   call i32 @pthread_cond_wait(ptr @pool_work, ptr @pool_m)
   br label %wait
 go:
+  %open = load i64, ptr @pool_open
   %act = load i64, ptr @pool_active
-  %part = icmp sle i64 %id, %act
-  br i1 %part, label %run, label %skip
-skip:
-  br label %wait
-run:
+  %wanted = icmp sle i64 %id, %act
+  %isopen = icmp ne i64 %open, 0
+  %part = and i1 %wanted, %isopen
+  br i1 %part, label %join, label %wait
+join:
+  %b = load i64, ptr @pool_busy
+  %b1 = add i64 %b, 1
+  store i64 %b1, ptr @pool_busy
   %fn = load ptr, ptr @pool_fn
   %env = load ptr, ptr @pool_env
+  %n = load i64, ptr @pool_n
   call i32 @pthread_mutex_unlock(ptr @pool_m)
-  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 %id)
+  call void @fuse_pool_claim(ptr %fn, ptr %env, i64 %n)
   call i32 @pthread_mutex_lock(ptr @pool_m)
-  %p = load i64, ptr @pool_pending
-  %p1 = sub i64 %p, 1
-  store i64 %p1, ptr @pool_pending
-  %z = icmp eq i64 %p1, 0
+  %l = load i64, ptr @pool_busy
+  %l1 = sub i64 %l, 1
+  store i64 %l1, ptr @pool_busy
+  %z = icmp eq i64 %l1, 0
   br i1 %z, label %signal, label %after
 signal:
   call i32 @pthread_cond_signal(ptr @pool_done)
@@ -167,18 +204,20 @@ done:
   ret i32 0
 }}
 
-define i32 @fuse_parallel_for(ptr %fn, ptr %env, i64 %n, ptr %err) {{
+define i32 @fuse_parallel_for(ptr %fn, ptr %env, i64 %n, i64 %threads, ptr %err) {{
 entry:
   %set = alloca [64 x i64], align 16
   %old = alloca [64 x i64], align 16
   %tid = alloca i64, align 8
   %few = icmp slt i64 %n, 2
-  br i1 %few, label %serial, label %try
+  %alone = icmp slt i64 %threads, 2
+  %small = or i1 %few, %alone
+  br i1 %small, label %serial, label %try
 serial:
   %src = call i32 @fuse_pool_serial(ptr %fn, ptr %env, i64 %n, ptr %err)
   ret i32 %src
 try:
-  %big0 = icmp sgt i64 %n, {MAX_THREADS + 1}
+  %big0 = icmp sgt i64 %n, {MAX_CHUNKS}
   br i1 %big0, label %serial, label %trylock
 trylock:
   %trc = call i32 @pthread_mutex_trylock(ptr @pool_region)
@@ -186,7 +225,9 @@ trylock:
   br i1 %busy, label %serial, label %locked
 locked:
   call i32 @pthread_mutex_lock(ptr @pool_m)
-  %want = sub i64 %n, 1
+  %t0 = call i64 @llvm.smin.i64(i64 %threads, i64 %n)
+  %t1 = call i64 @llvm.smin.i64(i64 %t0, i64 {MAX_THREADS})
+  %want = sub i64 %t1, 1
   %have0 = load i64, ptr @pool_nworkers
   %grow = icmp slt i64 %have0, %want
   br i1 %grow, label %mask, label %publish
@@ -222,30 +263,22 @@ publish:
   %act = select i1 %fewer, i64 %nw, i64 %want
   store ptr %fn, ptr @pool_fn
   store ptr %env, ptr @pool_env
+  store i64 %n, ptr @pool_n
+  store atomic i64 0, ptr @pool_next monotonic, align 64
   store i64 %act, ptr @pool_active
-  store i64 %act, ptr @pool_pending
+  store i64 1, ptr @pool_open
   %g = load i64, ptr @pool_gen
   %g1 = add i64 %g, 1
   store i64 %g1, ptr @pool_gen
   call i32 @pthread_cond_broadcast(ptr @pool_work)
   call i32 @pthread_mutex_unlock(ptr @pool_m)
-  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 0)
-  %rest = add i64 %act, 1
-  br label %extra
-extra:
-  %x = phi i64 [ %rest, %publish ], [ %x1, %extra_body ]
-  %xmore = icmp slt i64 %x, %n
-  br i1 %xmore, label %extra_body, label %joining
-extra_body:
-  call void @fuse_pool_chunk(ptr %fn, ptr %env, i64 %x)
-  %x1 = add i64 %x, 1
-  br label %extra
-joining:
+  call void @fuse_pool_claim(ptr %fn, ptr %env, i64 %n)
   call i32 @pthread_mutex_lock(ptr @pool_m)
+  store i64 0, ptr @pool_open
   br label %join
 join:
-  %pend = load i64, ptr @pool_pending
-  %finished = icmp eq i64 %pend, 0
+  %inside = load i64, ptr @pool_busy
+  %finished = icmp eq i64 %inside, 0
   br i1 %finished, label %scan, label %block
 block:
   call i32 @pthread_cond_wait(ptr @pool_done, ptr @pool_m)
@@ -277,6 +310,7 @@ out:
 }}
 
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+declare i64 @llvm.smin.i64(i64, i64)
 """
 
 _LIBC_SYMBOLS = (
@@ -295,7 +329,7 @@ _LIBC_SYMBOLS = (
 )
 
 _lock = threading.Lock()
-_pool: object | None = None
+_pool: JitFunction | None = None
 _init_fn: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
 _workers_fn: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
 
@@ -319,7 +353,7 @@ def ensure_pool() -> None:
             except AttributeError:
                 raise JitError(f"the thread pool needs {name}, which this process does not provide") from None
             register_symbol(name, address or 0)
-        jit = cached_runtime("fuse-pool 1", _POOL_IR, "fuse_parallel_for", ctypes.CFUNCTYPE(ctypes.c_int32))
+        jit = cached_runtime("fuse-pool 2", _POOL_IR, "fuse_parallel_for", ctypes.CFUNCTYPE(ctypes.c_int32))
         void = ctypes.CFUNCTYPE(None)
         _init_fn = void(jit.engine.get_function_address("fuse_pool_init"))
         _workers_fn = ctypes.CFUNCTYPE(ctypes.c_int64)(jit.engine.get_function_address("fuse_pool_workers"))
@@ -327,6 +361,13 @@ def ensure_pool() -> None:
         register_symbol("fuse_parallel_for", jit.address, jit)
         os.register_at_fork(after_in_child=_reinit_after_fork)
         _pool = jit
+
+
+def parallel_for_address() -> int:
+    """The address of ``fuse_parallel_for`` (compiling the pool on first use): for callers outside kernels."""
+    ensure_pool()
+    assert _pool is not None
+    return int(_pool.address)
 
 
 def pool_workers() -> int:

@@ -1,10 +1,11 @@
 // lower-loop-to-llvm with threads (loop_to_llvm/parallel.py): a nest whose outer loop folds its
 // carried value with one associative op also gets a chunk function @fuse_nest0_chunk; fuse_main runs it
-// through fuse_parallel_for in min(threads, trip) chunks and folds the chunks' partial sums in order.
+// through fuse_parallel_for in min(threads * 4, trip) chunks, claimed by the threads as they go, and folds
+// the chunks' partial sums in chunk order.
 // RUN: %fuse-opt %s -p 'lower-loop-to-llvm{threads=2 parallel-min=0}' | filecheck %s
 // CHECK-LABEL: builtin.module attributes {fuse.args = [#fuse.arg<"X", input>], fuse.results = [#fuse.result<"S", export>], fuse.errors = [], fuse.host_calls = []} {
 // CHECK-NEXT:   llvm.func @fuse_alloc(!llvm.ptr, i64, i64) -> (!llvm.ptr {llvm.noalias}) attributes {no_unwind}
-// CHECK-NEXT:   llvm.func @fuse_parallel_for(!llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i32 attributes {no_unwind}
+// CHECK-NEXT:   llvm.func @fuse_parallel_for(!llvm.ptr, !llvm.ptr, i64, i64, !llvm.ptr) -> i32 attributes {no_unwind}
 // CHECK-NEXT:   llvm.func internal @fuse_nest0(%[[V0:[0-9]+]]: i64, %[[V1:[0-9]+]]: i64, %[[V2:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V3:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V4:[0-9]+]]: i64, %[[V5:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V6:[0-9]+]]: i64, %[[V7:[0-9]+]]: !llvm.ptr {llvm.noalias}) -> i32 attributes {no_unwind, no_inline} {
 // CHECK-NEXT:     %[[V8:[0-9]+]] = llvm.mlir.constant(0) : i64
 // CHECK-NEXT:     %[[V9:[0-9]+]] = llvm.mlir.constant(1) : i64
@@ -99,7 +100,7 @@
 // CHECK-NEXT:     %[[V88:[0-9]+]] = llvm.icmp "sge" %[[V87]], %[[V59]] : i64
 // CHECK-NEXT:     %[[V89:[0-9]+]] = llvm.icmp "sgt" %[[V86]], %[[V60]] : i64
 // CHECK-NEXT:     %[[V90:[0-9]+]] = llvm.and %[[V88]], %[[V89]] : i1
-// CHECK-NEXT:     %[[V91:[0-9]+]] = llvm.call_intrinsic "llvm.smin.i64"(%[[V86]], %[[V70]]) : (i64, i64) -> i64
+// CHECK-NEXT:     %[[V91:[0-9]+]] = llvm.call_intrinsic "llvm.smin.i64"(%[[V86]], %[[V61]]) : (i64, i64) -> i64
 // CHECK-NEXT:     %[[V92:[0-9]+]] = llvm.select %[[V90]], %[[V91]], %[[V60]] : i1, i64
 // CHECK-NEXT:     llvm.store %[[V59]], %[[V69]] {alignment = 8 : i64} : i64, !llvm.ptr
 // CHECK-NEXT:     %[[V93:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][1] : (!llvm.ptr) -> !llvm.ptr, i64
@@ -115,7 +116,7 @@
 // CHECK-NEXT:     %[[V98:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][6] : (!llvm.ptr) -> !llvm.ptr, i64
 // CHECK-NEXT:     llvm.store %[[V82]], %[[V98]] {alignment = 8 : i64} : !llvm.ptr, !llvm.ptr
 // CHECK-NEXT:     %[[V99:[0-9]+]] = llvm.mlir.addressof @fuse_nest0_chunk : !llvm.ptr
-// CHECK-NEXT:     %[[V100:[0-9]+]] = llvm.call @fuse_parallel_for(%[[V99]], %[[V69]], %[[V92]], %[[V56]]) : (!llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i32
+// CHECK-NEXT:     %[[V100:[0-9]+]] = llvm.call @fuse_parallel_for(%[[V99]], %[[V69]], %[[V92]], %[[V70]], %[[V56]]) : (!llvm.ptr, !llvm.ptr, i64, i64, !llvm.ptr) -> i32
 // CHECK-NEXT:     %[[V101:[0-9]+]] = llvm.icmp "eq" %[[V100]], %[[V71]] : i32
 // CHECK-NEXT:     %[[V102:[0-9]+]] = llvm.call_intrinsic "llvm.expect.i1"(%[[V101]], %[[V63]]) : (i1, i1) -> i1
 // CHECK-NEXT:     llvm.cond_br %[[V102]], ^bb3, ^bb6

@@ -6,8 +6,9 @@ compile time grows linearly with the program. With ``threads`` > 1, a nest
 whose outer loop is ``parallel`` with no carried values, or that folds every
 carried value with one associative op (:func:`fold_kind`), also gets a chunk
 function, and ``fuse_main`` runs it through ``fuse_parallel_for`` in
-``min(threads, trip)`` static blocks when its work reaches ``parallel_min``
-(one block below that), folding the blocks' partial results in order.
+``min(threads * CHUNKS_PER_THREAD, trip)`` fixed blocks, which the threads
+claim as they go, when its work reaches ``parallel_min`` (one block below
+that), folding the blocks' partial results in block order.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from fuse_mlir.passes.conversions.loop_to_llvm.scalar import (
     INT_MINMAX,
     by_name,
 )
+from fuse_mlir.targets import CHUNKS_PER_THREAD
 
 _FLOAT_BINOPS_BY_NAME = by_name(FLOAT_BINOPS)
 _FLOAT_INTRINSICS_BY_NAME = by_name(FLOAT_INTRINSICS)
@@ -257,9 +259,10 @@ class Nest:
         return [p.load(p.slot(out, k), t) for k, t in enumerate(self.carried)]
 
     def call_parallel(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue]) -> list[SSAValue]:
-        """Split the nest into one chunk per thread when there is enough work, else into one chunk.
+        """Split the nest into ``CHUNKS_PER_THREAD`` chunks per thread when there is enough work, else one chunk.
 
-        Chunk ``c`` of ``n`` runs iterations ``[lo + trip*c/n, lo + trip*(c+1)/n)``
+        The threads claim the chunks as they go (a thread slowed by others on its core leaves its share to
+        the rest). Chunk ``c`` of ``n`` runs iterations ``[lo + trip*c/n, lo + trip*(c+1)/n)``
         from the folds' identities; ``fuse_parallel_for`` reports the first
         failing chunk's error (in chunk order), and the partial results are
         folded in chunk order. With one chunk ``fuse_parallel_for`` just calls
@@ -275,14 +278,16 @@ class Nest:
         enough = p.val(llvm.AndOp(p.icmp("sge", work, p.const(shared.parallel_min)), p.icmp("sgt", trip, p.const(1))))
         nacc = len(self.carried)
         part_off = 3 + len(self.passed)
-        env = p.entry_alloca(I64, part_off + threads * nacc)
-        split = p.intrinsic("llvm.smin.i64", [trip, p.const(threads)], I64, frozenset())
+        most = threads * CHUNKS_PER_THREAD
+        env = p.entry_alloca(I64, part_off + most * nacc)
+        split = p.intrinsic("llvm.smin.i64", [trip, p.const(most)], I64, frozenset())
         chunks = p.val(llvm.SelectOp(enough, split, p.const(1)))
         for k, v in enumerate([lower, upper, chunks, *self.passed]):
             p.store(v, p.slot(env, k))
         chunk_fn = self.chunk_function(part_off)
-        p.declare("fuse_parallel_for", [PTR, PTR, I64, PTR], I32)
-        rc = p.call("fuse_parallel_for", [p.val(llvm.AddressOfOp(chunk_fn, PTR)), env, chunks, p.p_err], I32)
+        p.declare("fuse_parallel_for", [PTR, PTR, I64, I64, PTR], I32)
+        fn = p.val(llvm.AddressOfOp(chunk_fn, PTR))
+        rc = p.call("fuse_parallel_for", [fn, env, chunks, p.const(threads), p.p_err], I32)
         assert rc is not None
         p.check_rc(rc)
 
