@@ -7,7 +7,10 @@ Three bounds, the largest wins:
   under 1% of the bytes (read-only streaming);
 - exp: number of exp evaluations × XLA's vector exp per element per core
   (0.92 ns float64, 0.28 ns float32) / 2 cores;
-- BLAS: matrix-product flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32).
+- BLAS: matrix-product flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32);
+- random reads: gathered elements × the fastest random read per element per
+  core measured here (``benchmarks.limits``) / cores (the gather workload;
+  measured limits only).
 
 The constants were measured on a 2-core AMD EPYC Zen 3 (AVX2); the report
 measures this machine's limits itself (:mod:`benchmarks.limits`) and passes
@@ -33,6 +36,8 @@ FORMULAS = (
     "of the bytes moved (both measured by this run, see the machine limits above)",
     "exp: n_exp × t_exp / cores, t_exp the fastest vectorised exp per element per core measured by this run",
     "BLAS: 2·M·K·N flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32) (OpenBLAS GEMM, 2 threads)",
+    "random reads: n_gathered × t_read / cores, t_read the fastest random read from a 1M-element table per element "
+    "per core measured by this run (index read included)",
     "bound = the largest of those that apply; % of bound = bound / fuse-llvm median time",
 )
 
@@ -84,6 +89,8 @@ def bound(
     n_exp = _n_exp(name, inputs)
     if n_exp:
         candidates.append(Bound(n_exp * exp_ns * 1e-9 / cores, "exp"))
+    if name == "gather_sum" and limits:  # no reference constant: only a measured random-read limit counts
+        candidates.append(Bound(int(inputs["Idx"].size) * limits.gather_ns[dtype] * 1e-9 / cores, "random reads"))
     flops = _gemm_flops(name, inputs)
     if flops:
         candidates.append(Bound(flops / (GEMM_GFLOPS[dtype] * 1e9), "BLAS"))

@@ -11,7 +11,13 @@ exp counts by exp throughput; these numbers come from this machine, now
 - read-only bandwidth: every core sums its share (``np.add.reduce``);
 - exp throughput per core: the fastest vectorised exp available here (NumPy's,
   and fuse_mlir's own expansion on one thread) on a cache-resident array,
-  nanoseconds per element, best of several runs.
+  nanoseconds per element, best of several runs;
+- random-read throughput per core: the fastest gather from a table of the
+  ``gather_sum`` workload's size (1M elements) at uniformly random positions
+  available here (NumPy's ``take``, and fuse_mlir's gather-sum on one
+  thread), nanoseconds per element, the index read included. A random read
+  costs a cache or DRAM latency that streaming bandwidth does not measure, so
+  the gather's bound counts it.
 
 Each is the best of its repeats (a limit, not a typical time).
 """
@@ -35,12 +41,14 @@ class Limits:
     rw_gbps: float  # read + written bytes per second, all cores
     ro_gbps: float  # read-only streaming, all cores
     exp_ns: dict[str, float]  # nanoseconds per exp per core, by dtype
+    gather_ns: dict[str, float]  # nanoseconds per random read from a 1M-element table per core, by dtype
 
     def describe(self) -> str:
         exp = ", ".join(f"{d} {ns:.2f} ns" for d, ns in self.exp_ns.items())
+        gather = ", ".join(f"{d} {ns:.2f} ns" for d, ns in self.gather_ns.items())
         return (
             f"{self.cores} cores; bandwidth {self.rw_gbps:.1f} GB/s read+write, {self.ro_gbps:.1f} GB/s read-only; "
-            f"exp per element per core: {exp}"
+            f"exp per element per core: {exp}; random read from a 1M-element table per core: {gather}"
         )
 
 
@@ -96,9 +104,35 @@ def _exp_ns(dtype: str, repeats: int) -> float:
     return min(times) / n * 1e9
 
 
+GATHER_TABLE = 1 << 20
+"""Elements in the table the random-read limit gathers from (the ``gather_sum`` workload's)."""
+
+
+def _gather_ns(dtype: str, repeats: int) -> float:
+    n = 1 << 21
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(GATHER_TABLE).astype(dtype)
+    idx = rng.integers(0, GATHER_TABLE, n)
+    out = np.empty(n, dtype)
+    times = [_best(lambda: np.take(x, idx, out=out), repeats)]
+    try:
+        from fuse_mlir import Program
+
+        run = Program("S = X[Idx[n]]\nexport S").compile("llvm", threads=1)
+        run(X=x, Idx=idx)
+        times.append(_best(lambda: run(X=x, Idx=idx), repeats))
+    except Exception:  # noqa: BLE001 (a limit from NumPy alone is still a measurement)
+        pass
+    return min(times) / n * 1e9
+
+
 def measure(quick: bool = False) -> Limits:
     """Measure the limits (about a second; ``quick``: fewer repeats on a smaller buffer)."""
     n_cores = cores()
     rw, ro = _bandwidth(n_cores, (128 if quick else 512) << 20, 3 if quick else 7)
     reps = 20 if quick else 100
-    return Limits(n_cores, rw, ro, {d: _exp_ns(d, reps) for d in ("float64", "float32")})
+    dtypes = ("float64", "float32")
+    gather_reps = 5 if quick else 15
+    return Limits(
+        n_cores, rw, ro, {d: _exp_ns(d, reps) for d in dtypes}, {d: _gather_ns(d, gather_reps) for d in dtypes}
+    )
