@@ -392,12 +392,15 @@ def test_unprintable_is_a_fuse_error() -> None:
 
 def test_float32_gradient_program_round_trips() -> None:
     src = "H[b,h] = tanh(X[b,d] W[d,h])\nL = avg(H[b,h] H[b,h])\n"
-    x, w = normal(3, 2).astype(np.float32), normal(2, 4).astype(np.float32)
+    rng = np.random.default_rng(31)  # its own draws: the shared RNG's depend on which tests ran before
+    x, w = rng.normal(size=(3, 2)).astype(np.float32), rng.normal(size=(2, 4)).astype(np.float32)
     g = Program(src).grad("L", ["W"])
     want = g.compile("llvm")(X=x, W=w)
     assert want["dL_dW"].dtype == np.float32
     got = Program(g.to_fuse({"X": np.float32, "W": np.float32})).compile("reference")(X=x, W=w)
-    np.testing.assert_allclose(got["dL_dW"], want["dL_dW"], rtol=1e-5)
+    # float32 rounding differs between the two (vector tanh, summation order): relative to the largest entry
+    scale = float(np.abs(want["dL_dW"]).max())
+    np.testing.assert_allclose(got["dL_dW"], want["dL_dW"], rtol=1e-5, atol=1e-5 * scale)
     assert got["dL_dW"].dtype == np.float32
 
 
