@@ -6,14 +6,15 @@ checked pass's selection (tests/conftest.py, ``CHECKED_SKIP_*``) is verified: a 
 must show no ``llvm-*`` or ``numba-*`` event; ``python -m tests.native_record DIR`` reports the ones that do.
 Events: ``llvm-jit`` (an MCJIT engine made: a kernel or runtime helper compiled or loaded from the disk cache),
 ``llvm-program`` (a llvm executor asked for a kernel), ``llvm-call`` (a native kernel called from Python),
-``numba-program``/``numba-jit`` (the same for numba) and ``subprocess`` (a child process, which this plugin cannot
-see into; its command's first words are recorded).
+``numba-program``/``numba-jit`` (the same for numba) and ``subprocess`` (a child process, started by subprocess or
+multiprocessing, which this plugin cannot see into; its command's first words are recorded).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import multiprocessing.process
 import os
 import subprocess
 import sys
@@ -74,6 +75,15 @@ def _install() -> None:
         popen_init(self, args, *rest, **kwargs)
 
     subprocess.Popen.__init__ = init  # type: ignore[method-assign]
+    start = multiprocessing.process.BaseProcess.start
+
+    @functools.wraps(start)
+    def start_process(self: multiprocessing.process.BaseProcess) -> None:
+        _events["subprocess"] += 1
+        _commands.append(f"multiprocessing: {getattr(self, '_target', None)!r}"[:200])
+        start(self)
+
+    multiprocessing.process.BaseProcess.start = start_process  # type: ignore[method-assign]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
