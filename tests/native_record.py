@@ -48,6 +48,7 @@ def _install() -> None:
     sees them)."""
     import llvmlite.binding as llvm
 
+    from fuse_mlir.backends.llvm.entry import NativeEntry
     from fuse_mlir.backends.llvm.executor import NativeExecutor
     from fuse_mlir.backends.llvm.runtime import NativeKernel
 
@@ -55,6 +56,12 @@ def _install() -> None:
     _patch(NativeExecutor, "program_for", "llvm-program")
     _patch(NativeKernel, "__call__", "llvm-call")
     _patch(NativeKernel, "_run", "llvm-call")
+    entry_init = NativeEntry.__init__
+
+    def init_entry(self: NativeEntry, call: Callable[[dict[str, Any]], Any], words: Any) -> None:
+        entry_init(self, _counting("llvm-call", call), words)  # the C entry, called by Runner without Python
+
+    NativeEntry.__init__ = init_entry  # type: ignore[method-assign]
     try:
         from numba.core.dispatcher import Dispatcher
 
