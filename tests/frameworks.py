@@ -2,7 +2,7 @@
 
 ``pip install '.[test]'`` installs torch, jax and numba; without one of them, the suite skips (rather than fails)
 the cases on its backend: tests/conftest.py skips backend-parametrised cases at collection, and tests that loop
-over backends themselves take :func:`available_backends` (or call :func:`skip_if_missing`).
+over backends themselves take :func:`available_backends` (or test :func:`missing_framework`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 from collections.abc import Iterable
-
-import pytest
 
 # Backend name (as Program.compile takes it, plus the suite's own torch_compile mode) -> the module it imports.
 FRAMEWORK_OF = {"numba": "numba", "torch": "torch", "torch_compile": "torch", "jax": "jax"}
@@ -32,10 +30,3 @@ def missing_framework(backend: str) -> str | None:
 def available_backends(backends: Iterable[str]) -> list[str]:
     """``backends`` without those whose framework is not installed (order kept)."""
     return [b for b in backends if missing_framework(b) is None]
-
-
-def skip_if_missing(backend: str) -> None:
-    """Skip the running test when ``backend``'s framework is not installed."""
-    reason = missing_framework(backend)
-    if reason is not None:
-        pytest.skip(reason)
