@@ -1,15 +1,22 @@
 """Suite-wide fixtures: the persistent compile cache goes to a temporary folder, never the user's home cache.
 
-``python -m pytest --check-bounds`` (or ``FUSE_CHECK_BOUNDS=1 python -m pytest``) runs the whole suite with
-checked native kernels: every load and store of llvm and numba code tests its position (docs/runtime.md).
+``python -m pytest --check-bounds`` is the checked pass: native kernels built checked (every load and store of
+llvm and numba code tests its position, docs/runtime.md), over the tests that build and run native code. The rest
+(cases on the reference interpreter, torch or jax, and files that only parse, print or lower IR, run FileCheck-style
+checks or inspect packaging) run the same with or without it, so it leaves them out (:func:`checked_pass_leaves_out`;
+``python -m tests.native_record`` verifies the choice against a recording of which tests ran native code).
+``FUSE_CHECK_BOUNDS=1 python -m pytest`` runs the whole suite checked. Cases on a hand-off backend whose framework
+is not installed are skipped, naming the package (tests/frameworks.py).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import pytest
+
+from tests.frameworks import missing_framework
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -80,12 +87,64 @@ SLOW_WORDS = (
 )
 
 
+# The checked pass's selection. A case parametrised by a native backend (llvm, numba, or auto, which may pick
+# either) stays; one parametrised only by backends that run no native code of ours is left out; so is every test
+# of a file that builds no kernel (measured with tests/native_record.py: these parse, print, lower or interpret
+# IR, or check packaging and import layers). A file not listed stays, so a new test is checked until shown not to
+# need it.
+NATIVE_BACKENDS = frozenset({"llvm", "numba", "auto"})
+NON_NATIVE_BACKENDS = frozenset({"reference", "interp", "torch", "torch_compile", "jax"})
+UNCHECKED_FILES = frozenset(
+    {
+        "test_contract_order.py",
+        "test_frozen.py",
+        "test_interp_registry.py",
+        "test_io.py",
+        "test_ir.py",
+        "test_layers.py",
+        "test_lower_ew_to_loop.py",
+        "test_lower_te_to_ew.py",
+        "test_packaging.py",
+        "test_parser.py",
+        "test_tensor_eq.py",
+        "test_typed_attrs.py",
+        "test_universe.py",
+    }
+)
+
+
+def checked_pass_leaves_out(nodeid: str, params: Iterable[object]) -> bool:
+    """Whether the checked pass (``--check-bounds``) leaves out the case ``nodeid`` with parameter values
+    ``params``: it runs no native code, so building checked cannot change its outcome."""
+    names = {p for p in params if isinstance(p, str)}
+    if names & NATIVE_BACKENDS:
+        return False
+    if names & NON_NATIVE_BACKENDS:
+        return True
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in UNCHECKED_FILES
+
+
 def _needs_cxx(item: pytest.Item) -> bool:
     return "torch_compile" in item.name
 
 
+def _backend_params(item: pytest.Item) -> list[str]:
+    """The string values of a case's parameters (backend names among them), from its callspec."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return [v for v in params.values() if isinstance(v, str)]
+
+
+def _leave_out(config: pytest.Config, items: list[pytest.Item], out: Callable[[pytest.Item], bool]) -> None:
+    """Deselect (and report as deselected) the items ``out`` selects."""
+    kept = [item for item in items if not out(item)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if out(item)])
+        items[:] = kept
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the slow tests (see SLOW_FILES) and skip torch.compile tests on a machine without g++."""
+    """Mark the slow tests (see SLOW_FILES); skip torch.compile tests on a machine without g++, and every case
+    parametrised by a hand-off backend whose framework is not installed (tests/frameworks.py)."""
     import shutil
 
     slow = pytest.mark.slow
@@ -96,3 +155,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(slow)
         if _needs_cxx(item) and not has_cxx:
             item.add_marker(no_cxx)
+        missing = next(filter(None, map(missing_framework, _backend_params(item))), None)
+        if missing is not None:
+            item.add_marker(pytest.mark.skip(reason=missing))
+    if config.getoption("--check-bounds"):
+        _leave_out(config, items, lambda item: checked_pass_leaves_out(item.nodeid, _backend_params(item)))

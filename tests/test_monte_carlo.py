@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.program import Program
+from tests.heap import collecting_only_new_objects
 from tests.strategies import GenProgram, programs
 
 BACKENDS = ["reference", "llvm"]
@@ -149,8 +150,9 @@ def test_relowered_programs_never_reuse_a_freed_lowerings_sampled_module(tmp_pat
     np.save(tmp_path / "w.npy", np.zeros(N))
     prog = Program('W[j] = "w.npy"\nM avg= W[j] X[j]\nexport M\n', str(tmp_path / "p.fuse"), tmp_path)
     run = prog.compile("reference", projection="monte_carlo", samples=8, seed=0)
-    for step in range(40):
-        prog.replace_sources({"W": np.full(N, float(step))})
-        assert float(run(X=np.ones(N))["M"]) == float(step)  # every sample of a constant product is exact
-        gc.collect()
-        assert len(run.rewrite.modules) <= 2  # freed lowerings take their sampled modules with them
+    with collecting_only_new_objects():
+        for step in range(40):
+            prog.replace_sources({"W": np.full(N, float(step))})
+            assert float(run(X=np.ones(N))["M"]) == float(step)  # every sample of a constant product is exact
+            gc.collect()
+            assert len(run.rewrite.modules) <= 2  # freed lowerings take their sampled modules with them
