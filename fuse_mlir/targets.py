@@ -28,11 +28,16 @@ PARALLEL_MIN = 1 << 16
 threads (``lower-loop-to-llvm``; ``FUSE_PARALLEL_MIN`` overrides it at run time; here so that the runtime reads it
 without importing the lowering)."""
 
-CHUNKS_PER_THREAD = 4
-"""How many chunks a split parallel region has per thread. The pool's threads claim chunks as they finish the
+CHUNKS_PER_THREAD = 16
+"""The most chunks a split parallel region has per thread. The pool's threads claim chunks as they finish the
 previous one, so a thread slowed down by others on its core (another library's spinning workers, another
-process) hands its share to the rest instead of making the whole region wait for it; 4 keeps that wait to
-about a quarter of a share while each chunk stays large."""
+process) hands its share to the rest instead of making the whole region wait for it. The threads finish at
+most one chunk apart, so chunks are small: with 16 per thread the tail is at most 1/16 of a thread's share."""
+
+CHUNK_WORK_MIN = 1 << 14
+"""The least work (innermost iterations) of a chunk: a region has ``work / CHUNK_WORK_MIN`` chunks, at least
+one per thread and at most ``CHUNKS_PER_THREAD`` per thread, so the cost of claiming one (an atomic add and a
+call, tens of nanoseconds) stays far below its work."""
 
 
 def checked_build(value: bool | None = None) -> bool:

@@ -81,21 +81,23 @@ def test_integer_and_boolean_reductions_threaded():
     assert got["S"] == k.sum() and got["M"] == k.max()
 
 
+@pytest.mark.parametrize("n", [1000, 300_000])  # one chunk per thread; 18 chunks claimed as the threads go
 @pytest.mark.parametrize("threads", [2, 4])
-def test_error_in_parallel_region_is_the_first_in_order(threads):
+def test_error_in_parallel_region_is_the_first_in_order(threads, n):
     """Out-of-range gathers in several chunks: the error is the one a serial run reports first."""
     prog = Program("S = X[Idx[n]]\nexport S\nY[n] = X[Idx[n]] * 2.0\nexport Y")
     run = prog.compile("llvm", threads=threads, **THREADED)
     x = np.arange(10.0)
-    idx = np.arange(1000) % 10
+    idx = np.arange(n) % 10
     np.testing.assert_allclose(run(X=x, Idx=idx)["S"], x[idx].sum())
-    idx[400], idx[900] = 12, 13
+    first, last = n * 2 // 5, n * 9 // 10
+    idx[first], idx[last] = 12, 13
     with pytest.raises(FuseRuntimeError, match="index 12 is out of range"):
         run(X=x, Idx=idx)
-    idx[400] = 3
+    idx[first] = 3
     with pytest.raises(FuseRuntimeError, match="index 13 is out of range"):
         run(X=x, Idx=idx)
-    idx[900] = 4
+    idx[last] = 4
     np.testing.assert_allclose(run(X=x, Idx=idx)["S"], x[idx].sum())
 
 

@@ -22,8 +22,8 @@ optimises nests one at a time and compile time grows linearly with the
 program. With ``threads`` > 1, a nest whose outer loop is ``parallel`` with no
 carried values, or that folds every carried value with one associative op,
 also gets a chunk function, and ``fuse_main`` runs it through
-``fuse_parallel_for`` in ``min(threads * CHUNKS_PER_THREAD, trip)`` fixed
-blocks (claimed by the threads as they go) when its work reaches
+``fuse_parallel_for`` in fixed blocks (1 to ``CHUNKS_PER_THREAD`` per
+thread, claimed by the threads as they go) when its work reaches
 ``parallel_min`` (one block below that), folding the blocks' partial results
 in block order.
 

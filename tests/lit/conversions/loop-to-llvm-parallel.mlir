@@ -1,7 +1,7 @@
 // lower-loop-to-llvm with threads (loop_to_llvm/parallel.py): a nest whose outer loop folds its
 // carried value with one associative op also gets a chunk function @fuse_nest0_chunk; fuse_main runs it
-// through fuse_parallel_for in min(threads * 4, trip) chunks, claimed by the threads as they go, and folds
-// the chunks' partial sums in chunk order.
+// through fuse_parallel_for in min(trip, clamp(work / 16384, threads, threads * 16)) chunks, claimed by the
+// threads as they go, and folds the chunks' partial sums in chunk order.
 // RUN: %fuse-opt %s -p 'lower-loop-to-llvm{threads=2 parallel-min=0}' | filecheck %s
 // CHECK-LABEL: builtin.module attributes {fuse.args = [#fuse.arg<"X", input>], fuse.results = [#fuse.result<"S", export>], fuse.errors = [], fuse.host_calls = []} {
 // CHECK-NEXT:   llvm.func @fuse_alloc(!llvm.ptr, i64, i64) -> (!llvm.ptr {llvm.noalias}) attributes {no_unwind}
@@ -75,71 +75,76 @@
 // CHECK-NEXT:     %[[V67:[0-9]+]] = llvm.mlir.constant(-2 : i32) : i32
 // CHECK-NEXT:     %[[V68:[0-9]+]] = llvm.mlir.constant(7) : i64
 // CHECK-NEXT:     %[[V69:[0-9]+]] = llvm.alloca %[[V68]] x i64 {alignment = 8 : i64} : (i64) -> !llvm.ptr
-// CHECK-NEXT:     %[[V70:[0-9]+]] = llvm.mlir.constant(2) : i64
-// CHECK-NEXT:     %[[V71:[0-9]+]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK-NEXT:     %[[V72:[0-9]+]] = llvm.load %[[V52]] {alignment = 8 : i64} : !llvm.ptr -> !llvm.ptr
-// CHECK-NEXT:     %[[V73:[0-9]+]] = llvm.load %[[V53]] {alignment = 8 : i64} : !llvm.ptr -> i64
-// CHECK-NEXT:     %[[V74:[0-9]+]] = llvm.getelementptr inbounds %[[V53]][1] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     %[[V75:[0-9]+]] = llvm.load %[[V74]] {alignment = 8 : i64} : !llvm.ptr -> i64
-// CHECK-NEXT:     %[[V76:[0-9]+]] = llvm.icmp "eq" %[[V73]], %[[V59]] : i64
-// CHECK-NEXT:     %[[V77:[0-9]+]] = llvm.select %[[V76]], %[[V60]], %[[V73]] : i1, i64
-// CHECK-NEXT:     %[[V78:[0-9]+]] = llvm.udiv %[[V62]], %[[V77]] : i64
-// CHECK-NEXT:     %[[V79:[0-9]+]] = llvm.icmp "ule" %[[V61]], %[[V78]] : i64
-// CHECK-NEXT:     %[[V80:[0-9]+]] = llvm.call_intrinsic "llvm.expect.i1"(%[[V79]], %[[V63]]) : (i1, i1) -> i1
-// CHECK-NEXT:     llvm.cond_br %[[V80]], ^bb1, ^bb4
+// CHECK-NEXT:     %[[V70:[0-9]+]] = llvm.mlir.constant(16384) : i64
+// CHECK-NEXT:     %[[V71:[0-9]+]] = llvm.mlir.constant(2) : i64
+// CHECK-NEXT:     %[[V72:[0-9]+]] = llvm.mlir.constant(32) : i64
+// CHECK-NEXT:     %[[V73:[0-9]+]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT:     %[[V74:[0-9]+]] = llvm.load %[[V52]] {alignment = 8 : i64} : !llvm.ptr -> !llvm.ptr
+// CHECK-NEXT:     %[[V75:[0-9]+]] = llvm.load %[[V53]] {alignment = 8 : i64} : !llvm.ptr -> i64
+// CHECK-NEXT:     %[[V76:[0-9]+]] = llvm.getelementptr inbounds %[[V53]][1] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     %[[V77:[0-9]+]] = llvm.load %[[V76]] {alignment = 8 : i64} : !llvm.ptr -> i64
+// CHECK-NEXT:     %[[V78:[0-9]+]] = llvm.icmp "eq" %[[V75]], %[[V59]] : i64
+// CHECK-NEXT:     %[[V79:[0-9]+]] = llvm.select %[[V78]], %[[V60]], %[[V75]] : i1, i64
+// CHECK-NEXT:     %[[V80:[0-9]+]] = llvm.udiv %[[V62]], %[[V79]] : i64
+// CHECK-NEXT:     %[[V81:[0-9]+]] = llvm.icmp "ule" %[[V61]], %[[V80]] : i64
+// CHECK-NEXT:     %[[V82:[0-9]+]] = llvm.call_intrinsic "llvm.expect.i1"(%[[V81]], %[[V63]]) : (i1, i1) -> i1
+// CHECK-NEXT:     llvm.cond_br %[[V82]], ^bb1, ^bb4
 // CHECK-NEXT:   ^bb1:
-// CHECK-NEXT:     %[[V81:[0-9]+]] = llvm.mul %[[V61]], %[[V73]] : i64
-// CHECK-NEXT:     %[[V82:[0-9]+]] = llvm.call @fuse_alloc(%[[V57]], %[[V81]], %[[V59]]) : (!llvm.ptr, i64, i64) -> !llvm.ptr
-// CHECK-NEXT:     %[[V83:[0-9]+]] = llvm.ptrtoint %[[V82]] : !llvm.ptr to i64
-// CHECK-NEXT:     %[[V84:[0-9]+]] = llvm.icmp "ne" %[[V83]], %[[V59]] : i64
-// CHECK-NEXT:     %[[V85:[0-9]+]] = llvm.call_intrinsic "llvm.expect.i1"(%[[V84]], %[[V63]]) : (i1, i1) -> i1
-// CHECK-NEXT:     llvm.cond_br %[[V85]], ^bb2, ^bb5
+// CHECK-NEXT:     %[[V83:[0-9]+]] = llvm.mul %[[V61]], %[[V75]] : i64
+// CHECK-NEXT:     %[[V84:[0-9]+]] = llvm.call @fuse_alloc(%[[V57]], %[[V83]], %[[V59]]) : (!llvm.ptr, i64, i64) -> !llvm.ptr
+// CHECK-NEXT:     %[[V85:[0-9]+]] = llvm.ptrtoint %[[V84]] : !llvm.ptr to i64
+// CHECK-NEXT:     %[[V86:[0-9]+]] = llvm.icmp "ne" %[[V85]], %[[V59]] : i64
+// CHECK-NEXT:     %[[V87:[0-9]+]] = llvm.call_intrinsic "llvm.expect.i1"(%[[V86]], %[[V63]]) : (i1, i1) -> i1
+// CHECK-NEXT:     llvm.cond_br %[[V87]], ^bb2, ^bb5
 // CHECK-NEXT:   ^bb2:
-// CHECK-NEXT:     %[[V86:[0-9]+]] = llvm.sub %[[V73]], %[[V59]] : i64
-// CHECK-NEXT:     %[[V87:[0-9]+]] = llvm.mul %[[V86]], %[[V75]] : i64
-// CHECK-NEXT:     %[[V88:[0-9]+]] = llvm.icmp "sge" %[[V87]], %[[V59]] : i64
-// CHECK-NEXT:     %[[V89:[0-9]+]] = llvm.icmp "sgt" %[[V86]], %[[V60]] : i64
-// CHECK-NEXT:     %[[V90:[0-9]+]] = llvm.and %[[V88]], %[[V89]] : i1
-// CHECK-NEXT:     %[[V91:[0-9]+]] = llvm.call_intrinsic "llvm.smin.i64"(%[[V86]], %[[V61]]) : (i64, i64) -> i64
-// CHECK-NEXT:     %[[V92:[0-9]+]] = llvm.select %[[V90]], %[[V91]], %[[V60]] : i1, i64
+// CHECK-NEXT:     %[[V88:[0-9]+]] = llvm.sub %[[V75]], %[[V59]] : i64
+// CHECK-NEXT:     %[[V89:[0-9]+]] = llvm.mul %[[V88]], %[[V77]] : i64
+// CHECK-NEXT:     %[[V90:[0-9]+]] = llvm.icmp "sge" %[[V89]], %[[V59]] : i64
+// CHECK-NEXT:     %[[V91:[0-9]+]] = llvm.icmp "sgt" %[[V88]], %[[V60]] : i64
+// CHECK-NEXT:     %[[V92:[0-9]+]] = llvm.and %[[V90]], %[[V91]] : i1
+// CHECK-NEXT:     %[[V93:[0-9]+]] = llvm.sdiv %[[V89]], %[[V70]] : i64
+// CHECK-NEXT:     %[[V94:[0-9]+]] = llvm.call_intrinsic "llvm.smax.i64"(%[[V93]], %[[V71]]) : (i64, i64) -> i64
+// CHECK-NEXT:     %[[V95:[0-9]+]] = llvm.call_intrinsic "llvm.smin.i64"(%[[V94]], %[[V72]]) : (i64, i64) -> i64
+// CHECK-NEXT:     %[[V96:[0-9]+]] = llvm.call_intrinsic "llvm.smin.i64"(%[[V88]], %[[V95]]) : (i64, i64) -> i64
+// CHECK-NEXT:     %[[V97:[0-9]+]] = llvm.select %[[V92]], %[[V96]], %[[V60]] : i1, i64
 // CHECK-NEXT:     llvm.store %[[V59]], %[[V69]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     %[[V93:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][1] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V73]], %[[V93]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     %[[V94:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][2] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V92]], %[[V94]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     %[[V95:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][3] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V75]], %[[V95]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     %[[V96:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][4] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V72]], %[[V96]] {alignment = 8 : i64} : !llvm.ptr, !llvm.ptr
-// CHECK-NEXT:     %[[V97:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][5] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V73]], %[[V97]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     %[[V98:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][6] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V82]], %[[V98]] {alignment = 8 : i64} : !llvm.ptr, !llvm.ptr
-// CHECK-NEXT:     %[[V99:[0-9]+]] = llvm.mlir.addressof @fuse_nest0_chunk : !llvm.ptr
-// CHECK-NEXT:     %[[V100:[0-9]+]] = llvm.call @fuse_parallel_for(%[[V99]], %[[V69]], %[[V92]], %[[V70]], %[[V56]]) : (!llvm.ptr, !llvm.ptr, i64, i64, !llvm.ptr) -> i32
-// CHECK-NEXT:     %[[V101:[0-9]+]] = llvm.icmp "eq" %[[V100]], %[[V71]] : i32
-// CHECK-NEXT:     %[[V102:[0-9]+]] = llvm.call_intrinsic "llvm.expect.i1"(%[[V101]], %[[V63]]) : (i1, i1) -> i1
-// CHECK-NEXT:     llvm.cond_br %[[V102]], ^bb3, ^bb6
+// CHECK-NEXT:     %[[V98:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][1] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V75]], %[[V98]] {alignment = 8 : i64} : i64, !llvm.ptr
+// CHECK-NEXT:     %[[V99:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][2] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V97]], %[[V99]] {alignment = 8 : i64} : i64, !llvm.ptr
+// CHECK-NEXT:     %[[V100:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][3] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V77]], %[[V100]] {alignment = 8 : i64} : i64, !llvm.ptr
+// CHECK-NEXT:     %[[V101:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][4] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V74]], %[[V101]] {alignment = 8 : i64} : !llvm.ptr, !llvm.ptr
+// CHECK-NEXT:     %[[V102:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][5] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V75]], %[[V102]] {alignment = 8 : i64} : i64, !llvm.ptr
+// CHECK-NEXT:     %[[V103:[0-9]+]] = llvm.getelementptr inbounds %[[V69]][6] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V84]], %[[V103]] {alignment = 8 : i64} : !llvm.ptr, !llvm.ptr
+// CHECK-NEXT:     %[[V104:[0-9]+]] = llvm.mlir.addressof @fuse_nest0_chunk : !llvm.ptr
+// CHECK-NEXT:     %[[V105:[0-9]+]] = llvm.call @fuse_parallel_for(%[[V104]], %[[V69]], %[[V97]], %[[V71]], %[[V56]]) : (!llvm.ptr, !llvm.ptr, i64, i64, !llvm.ptr) -> i32
+// CHECK-NEXT:     %[[V106:[0-9]+]] = llvm.icmp "eq" %[[V105]], %[[V73]] : i32
+// CHECK-NEXT:     %[[V107:[0-9]+]] = llvm.call_intrinsic "llvm.expect.i1"(%[[V106]], %[[V63]]) : (i1, i1) -> i1
+// CHECK-NEXT:     llvm.cond_br %[[V107]], ^bb3, ^bb6
 // CHECK-NEXT:   ^bb3:
-// CHECK-NEXT:     llvm.store %[[V82]], %[[V54]] {alignment = 8 : i64} : !llvm.ptr, !llvm.ptr
-// CHECK-NEXT:     llvm.store %[[V73]], %[[V55]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     llvm.return %[[V71]] : i32
+// CHECK-NEXT:     llvm.store %[[V84]], %[[V54]] {alignment = 8 : i64} : !llvm.ptr, !llvm.ptr
+// CHECK-NEXT:     llvm.store %[[V75]], %[[V55]] {alignment = 8 : i64} : i64, !llvm.ptr
+// CHECK-NEXT:     llvm.return %[[V73]] : i32
 // CHECK-NEXT:   ^bb4:
 // CHECK-NEXT:     llvm.store %[[V64]], %[[V56]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     %[[V103:[0-9]+]] = llvm.getelementptr inbounds %[[V56]][1] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V59]], %[[V103]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     %[[V104:[0-9]+]] = llvm.getelementptr inbounds %[[V56]][2] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V59]], %[[V104]] {alignment = 8 : i64} : i64, !llvm.ptr
+// CHECK-NEXT:     %[[V108:[0-9]+]] = llvm.getelementptr inbounds %[[V56]][1] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V59]], %[[V108]] {alignment = 8 : i64} : i64, !llvm.ptr
+// CHECK-NEXT:     %[[V109:[0-9]+]] = llvm.getelementptr inbounds %[[V56]][2] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V59]], %[[V109]] {alignment = 8 : i64} : i64, !llvm.ptr
 // CHECK-NEXT:     llvm.return %[[V65]] : i32
 // CHECK-NEXT:   ^bb5:
 // CHECK-NEXT:     llvm.store %[[V66]], %[[V56]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     %[[V105:[0-9]+]] = llvm.getelementptr inbounds %[[V56]][1] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V81]], %[[V105]] {alignment = 8 : i64} : i64, !llvm.ptr
-// CHECK-NEXT:     %[[V106:[0-9]+]] = llvm.getelementptr inbounds %[[V56]][2] : (!llvm.ptr) -> !llvm.ptr, i64
-// CHECK-NEXT:     llvm.store %[[V59]], %[[V106]] {alignment = 8 : i64} : i64, !llvm.ptr
+// CHECK-NEXT:     %[[V110:[0-9]+]] = llvm.getelementptr inbounds %[[V56]][1] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V83]], %[[V110]] {alignment = 8 : i64} : i64, !llvm.ptr
+// CHECK-NEXT:     %[[V111:[0-9]+]] = llvm.getelementptr inbounds %[[V56]][2] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:     llvm.store %[[V59]], %[[V111]] {alignment = 8 : i64} : i64, !llvm.ptr
 // CHECK-NEXT:     llvm.return %[[V67]] : i32
 // CHECK-NEXT:   ^bb6:
-// CHECK-NEXT:     llvm.return %[[V100]] : i32
+// CHECK-NEXT:     llvm.return %[[V105]] : i32
 // CHECK-NEXT:   }
 // CHECK-NEXT: }
 builtin.module attributes {fuse.args = [#fuse.arg<"X", input>], fuse.results = [#fuse.result<"S", export>], fuse.errors = [], fuse.host_calls = []} {

@@ -5,10 +5,11 @@ Each top-level ``loop.for`` becomes a ``noinline internal`` function
 compile time grows linearly with the program. With ``threads`` > 1, a nest
 whose outer loop is ``parallel`` with no carried values, or that folds every
 carried value with one associative op (:func:`fold_kind`), also gets a chunk
-function, and ``fuse_main`` runs it through ``fuse_parallel_for`` in
-``min(threads * CHUNKS_PER_THREAD, trip)`` fixed blocks, which the threads
-claim as they go, when its work reaches ``parallel_min`` (one block below
-that), folding the blocks' partial results in block order.
+function, and ``fuse_main`` runs it through ``fuse_parallel_for`` in fixed
+blocks of at least ``CHUNK_WORK_MIN`` iterations (1 to ``CHUNKS_PER_THREAD``
+per thread), which the threads claim as they go, when its work reaches
+``parallel_min`` (one block below that), folding the blocks' partial results
+in block order.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from fuse_mlir.passes.conversions.loop_to_llvm.scalar import (
     INT_MINMAX,
     by_name,
 )
-from fuse_mlir.targets import CHUNKS_PER_THREAD
+from fuse_mlir.targets import CHUNK_WORK_MIN, CHUNKS_PER_THREAD
 
 _FLOAT_BINOPS_BY_NAME = by_name(FLOAT_BINOPS)
 _FLOAT_INTRINSICS_BY_NAME = by_name(FLOAT_INTRINSICS)
@@ -259,7 +260,8 @@ class Nest:
         return [p.load(p.slot(out, k), t) for k, t in enumerate(self.carried)]
 
     def call_parallel(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue]) -> list[SSAValue]:
-        """Split the nest into ``CHUNKS_PER_THREAD`` chunks per thread when there is enough work, else one chunk.
+        """Split the nest into chunks of at least ``CHUNK_WORK_MIN`` iterations (one to ``CHUNKS_PER_THREAD``
+        per thread) when there is enough work, else into one chunk.
 
         The threads claim the chunks as they go (a thread slowed by others on its core leaves its share to
         the rest). Chunk ``c`` of ``n`` runs iterations ``[lo + trip*c/n, lo + trip*(c+1)/n)``
@@ -280,7 +282,11 @@ class Nest:
         part_off = 3 + len(self.passed)
         most = threads * CHUNKS_PER_THREAD
         env = p.entry_alloca(I64, part_off + most * nacc)
-        split = p.intrinsic("llvm.smin.i64", [trip, p.const(most)], I64, frozenset())
+        # as many chunks as the work fills with CHUNK_WORK_MIN iterations each, from one per thread up to `most`
+        by_work = p.val(llvm.SDivOp(work, p.const(CHUNK_WORK_MIN)))
+        wanted = p.intrinsic("llvm.smax.i64", [by_work, p.const(threads)], I64, frozenset())
+        capped = p.intrinsic("llvm.smin.i64", [wanted, p.const(most)], I64, frozenset())
+        split = p.intrinsic("llvm.smin.i64", [trip, capped], I64, frozenset())
         chunks = p.val(llvm.SelectOp(enough, split, p.const(1)))
         for k, v in enumerate([lower, upper, chunks, *self.passed]):
             p.store(v, p.slot(env, k))
