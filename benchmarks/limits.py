@@ -88,20 +88,33 @@ def _bandwidth(n_cores: int, nbytes: int, repeats: int) -> tuple[float, float]:
     return 2 * src.nbytes / t_copy / 1e9, src.nbytes / t_read / 1e9
 
 
+def _fastest_ns(
+    n: int,
+    numpy_call: Callable[[], object],
+    src: str,
+    inputs: dict[str, np.ndarray],
+    repeats: int,
+    reuse_outputs: bool = False,
+) -> float:
+    """Nanoseconds per element of the faster of ``numpy_call`` and the fuse program ``src`` on one thread."""
+    times = [_best(numpy_call, repeats)]
+    try:
+        from fuse_mlir import Program
+
+        run = Program(src).compile("llvm", threads=1, reuse_outputs=reuse_outputs)
+        run(**inputs)
+        times.append(_best(lambda: run(**inputs), repeats))
+    except Exception:  # noqa: BLE001 (a limit from NumPy alone is still a measurement)
+        pass
+    return min(times) / n * 1e9
+
+
 def _exp_ns(dtype: str, repeats: int) -> float:
     n = 1 << 15  # 256 KiB of float64: resident in L2, so exp's arithmetic is the limit
     x = np.random.default_rng(0).uniform(-5, 5, n).astype(dtype)
     out = np.empty_like(x)
-    times = [_best(lambda: np.exp(x, out=out), repeats)]
-    try:
-        from fuse_mlir import Program
-
-        run = Program("Y[i] = exp(X[i])\nexport Y").compile("llvm", threads=1, reuse_outputs=True)
-        run(X=x)
-        times.append(_best(lambda: run(X=x), repeats))
-    except Exception:  # noqa: BLE001 (a limit from NumPy alone is still a measurement)
-        pass
-    return min(times) / n * 1e9
+    src = "Y[i] = exp(X[i])\nexport Y"
+    return _fastest_ns(n, lambda: np.exp(x, out=out), src, {"X": x}, repeats, reuse_outputs=True)
 
 
 GATHER_TABLE = 1 << 20
@@ -114,16 +127,8 @@ def _gather_ns(dtype: str, repeats: int) -> float:
     x = rng.standard_normal(GATHER_TABLE).astype(dtype)
     idx = rng.integers(0, GATHER_TABLE, n)
     out = np.empty(n, dtype)
-    times = [_best(lambda: np.take(x, idx, out=out), repeats)]
-    try:
-        from fuse_mlir import Program
-
-        run = Program("S = X[Idx[n]]\nexport S").compile("llvm", threads=1)
-        run(X=x, Idx=idx)
-        times.append(_best(lambda: run(X=x, Idx=idx), repeats))
-    except Exception:  # noqa: BLE001 (a limit from NumPy alone is still a measurement)
-        pass
-    return min(times) / n * 1e9
+    src = "S = X[Idx[n]]\nexport S"
+    return _fastest_ns(n, lambda: np.take(x, idx, out=out), src, {"X": x, "Idx": idx}, repeats)
 
 
 def measure(quick: bool = False) -> Limits:
