@@ -59,6 +59,7 @@ class Target:
     inplace: bool = False  # a kernel may write its result into a dead input's buffer
     vector_math: bool = False  # transcendental functions expanded into vectorisable IR
     fuse_rows: bool = False  # parallel loop nests over the same rows into one nest of per-row phases
+    pipeline_rows: bool = False  # a row nest's first phase runs one row ahead, inside its second phase's loop
     block_checks: bool = False  # run-time checks of a block of iterations at once (vectorisable gathers)
     max_operands: int = 32  # inputs plus tables of one fused kernel
     runs_pipeline: bool = True  # its backend runs the target's pipelines (registered as <name>-O0 / <name>-O2)
@@ -89,6 +90,8 @@ class Target:
         steps.append("lower-ew-to-loop")
         if opt == "O2" and self.fuse_rows:
             steps.append("fuse-rows")
+        if opt == "O2" and self.pipeline_rows:
+            steps.append("pipeline-rows")
         if opt == "O2" and self.block_checks:
             steps.append("block-checks")
         return ",".join(steps)
@@ -116,6 +119,7 @@ TARGETS: dict[str, Target] = {
             inplace=True,
             vector_math=True,
             fuse_rows=True,
+            pipeline_rows=True,
             block_checks=True,
             description="native code through llvmlite: aggressive fusion, inplace buffer reuse, vector math",
         ),

@@ -53,6 +53,7 @@ PASSES = (
     "lower-loop-to-llvm",
     "lower-te-to-ew",
     "monte-carlo",
+    "pipeline-rows",
     "semi-naive",
 )
 

@@ -27,7 +27,8 @@ PROGRAMS = {
     "attention": "S[q, k] = Q[q, d] K[k, d]\nP[q, k.] = softmax(S[q, k])\nO[q, d] = P[q, k] V[k, d]\nexport O",
 }
 
-BASE = get_target("llvm").pipeline("O2").replace(",fuse-rows", "")
+# Without pipeline-rows too (tests/test_pipeline_rows.py), so the fused nest's structure is fuse-rows' own.
+BASE = get_target("llvm").pipeline("O2").replace(",fuse-rows,pipeline-rows", "")
 FORCED = {"fused": BASE + ",fuse-rows{row-cache-bytes=-1}", "fallback": BASE + ",fuse-rows{row-cache-bytes=1}"}
 
 
@@ -100,7 +101,7 @@ def test_softmax_phases_become_one_nest_with_forwarded_row_values():
 
 
 def test_default_keeps_the_unfused_nests_as_the_fallback_for_big_rows():
-    loops = _top_level_loops(PROGRAMS["softmax"])
+    loops = _top_level_loops(PROGRAMS["softmax"], BASE + ",fuse-rows")
     assert len(loops) == 4  # the fused nest, then the three phase nests over the rows it leaves
     assert all(op.lower is loops[0].upper for op in loops[1:])
     assert len(_top_level_loops(PROGRAMS["softmax"], BASE + ",fuse-rows{row-cache-bytes=0}")) == 3

@@ -44,8 +44,9 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
 )
+from xdsl.dialects.func import FuncOp
 from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import Attribute, Dialect, ParametrizedAttribute
+from xdsl.ir import Attribute, Block, Dialect, ParametrizedAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
@@ -58,6 +59,16 @@ from fuse_mlir.dialects import tensor_eq as te
 
 ENTRY = "fuse_main"
 """The entry function of a loop module and of its native code."""
+
+
+def entry_block(module: ModuleOp) -> Block | None:
+    """The body of the module's ``@fuse_main`` (the top-level kernels the loop-level passes rewrite), if any."""
+    for op in module.body.block.ops:
+        if isinstance(op, FuncOp) and op.sym_name.data == ENTRY and op.body.blocks:
+            return op.body.blocks[0]
+    return None
+
+
 ERR_HOST_CALL = -1
 """Return code of ``fuse_main`` when a host call reported failure."""
 ERR_ALLOC = -2

@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, ModuleOp,
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from fuse_mlir.dialects import loop
+from fuse_mlir.dialects.abi import entry_block
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
@@ -192,13 +193,6 @@ class _Blocker:
         count("block-checks", "loops-blocked")
 
 
-def _entry_block(module: ModuleOp) -> Block | None:
-    for op in module.body.block.ops:
-        if op.name == "func.func" and op.regions and op.regions[0].blocks:
-            return op.regions[0].blocks[0]
-    return None
-
-
 @register_pass
 @dataclass(frozen=True)
 class BlockChecks(FusePass):
@@ -240,7 +234,7 @@ builtin.module {
     def run(self, ctx: Context, module: ModuleOp, analyses: AnalysisManager) -> bool:
         if self.block <= 0:
             return False
-        block = _entry_block(module)
+        block = entry_block(module)
         if block is None:
             return False
         return _Blocker(block, self.block).run() > 0

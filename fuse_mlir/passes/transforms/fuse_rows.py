@@ -44,11 +44,10 @@ from typing import ClassVar
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, UnitAttr
-from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from fuse_mlir.dialects import loop
-from fuse_mlir.dialects.abi import reuse_table
+from fuse_mlir.dialects.abi import entry_block, reuse_table
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import byte_size
@@ -447,13 +446,6 @@ def _erase_dead(block: Block) -> None:
             op.erase()
 
 
-def _entry_block(module: ModuleOp) -> Block | None:
-    for op in module.body.block.ops:
-        if isinstance(op, FuncOp) and op.sym_name.data == "fuse_main" and op.body.blocks:
-            return op.body.blocks[0]
-    return None
-
-
 @register_pass
 @dataclass(frozen=True)
 class FuseRows(FusePass):
@@ -510,7 +502,7 @@ builtin.module {
     def run(self, ctx: Context, module: ModuleOp, analyses: AnalysisManager) -> bool:
         if self.row_cache_bytes == 0:
             return False
-        block = _entry_block(module)
+        block = entry_block(module)
         if block is None:
             return False
         return _RowFuser(block, module, self.row_cache_bytes).run() > 0
