@@ -82,6 +82,13 @@ class Emitter:
     def clamp(self, x: SSAValue, lo: float, hi: float) -> SSAValue:
         return self.min(self.max(x, self.c(lo)), self.c(hi))
 
+    def clamp_keep_nan(self, x: SSAValue, lo: float, hi: float) -> SSAValue:
+        """x limited to [lo, hi], NaN kept, by compare-and-select (one ``vmaxpd``/``vminpd`` each on x86)."""
+        low = self.c(lo)
+        t = self.select(self.cmp("olt", x, low), low, x)
+        high = self.c(hi)
+        return self.select(self.cmp("ogt", t, high), high, t)
+
     def roundeven(self, x: SSAValue) -> SSAValue:
         """x rounded to the nearest integer, ties to even, any magnitude (``llvm.roundeven``)."""
         return self.op(xmath.RoundEvenOp(x))
@@ -98,6 +105,22 @@ class Emitter:
         for k in range(len(coeffs) - 2, -1, -1):
             p = self.fma(p, x, self.c(coeffs[k]))
         return p
+
+    def estrin(self, x: SSAValue, coeffs: Sequence[float], x2: SSAValue | None = None) -> SSAValue:
+        """Σ coeffs[k]·x^k by Estrin's scheme: pairs c[2i] + c[2i+1]·x, then pairs of those with x², x⁴, ...;
+        the same number of fused multiply-adds as Horner's rule plus the powers, but a dependency chain of
+        depth about log2(len(coeffs)) instead of len(coeffs), so the out-of-order core overlaps more of a
+        long polynomial (exp's degree 13). ``x2``: x·x when the caller already has it."""
+        terms = [self.c(c) for c in coeffs]
+        power = x
+        while len(terms) > 1:
+            terms = [
+                self.fma(terms[k + 1], power, terms[k]) if k + 1 < len(terms) else terms[k]
+                for k in range(0, len(terms), 2)
+            ]
+            if len(terms) > 1:
+                power = x2 if power is x and x2 is not None else self.mul(power, power)
+        return terms[0]
 
     # -- error-free transformations ----------------------------------------------
     def two_prod(self, a: SSAValue, b: SSAValue) -> tuple[SSAValue, SSAValue]:
@@ -177,7 +200,10 @@ class Emitter:
     def scale(self, y: SSAValue, n: SSAValue) -> SSAValue:
         """y·2^n for an integral n with |n| ≤ 2044 (float32: 252), in two halves so neither overflows and the
         result rounds once (also into the subnormal range) when y·2^(n//2) is exact."""
-        ni = self.to_int(n)
+        return self.scale_int(y, self.to_int(n))
+
+    def scale_int(self, y: SSAValue, ni: SSAValue) -> SSAValue:
+        """:meth:`scale` for an integer ``ni``; a NaN ``y`` stays NaN whatever ``ni`` holds."""
         n1 = self.ashr(ni, self.ic(1))
         n2 = self.isub(ni, n1)
         return self.mul(self.mul(y, self.pow2(n1)), self.pow2(n2))

@@ -21,6 +21,8 @@ LN2_LO = 1.90821492927058770002e-10  # ln2 - LN2_HI
 INV_LN2 = 1.0 / math.log(2.0)
 # exp's argument clamp: beyond it exp is already inf (710 > ln(DBL_MAX)) or 0 (-750 < ln(2^-1075)).
 EXP_LO, EXP_HI = -750.0, 710.0
+MAGIC_BITS = int(np.array(1.5 * 2.0**52).view(np.int64))
+"""The bits of the rounding constant 1.5·2^52: ``bits(magic + n) - MAGIC_BITS`` is the integer n."""
 
 
 def _taylor(first: int, last: int) -> list[float]:
@@ -41,7 +43,8 @@ def _reduce(em: Emitter, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
 def _exp_reduced(em: Emitter, r: SSAValue, r_lo: SSAValue, degree: int) -> SSAValue:
     """exp(r + r_lo) for |r| ≤ ln2/2, |r_lo| ≪ |r|: q = r²·P(r) (Taylor to ``degree``), then
     1 + r + (q + r_lo·exp(r)) with 1 + r formed exactly (fast two-sum) so the sum rounds once."""
-    q = em.mul(em.mul(r, r), em.horner(r, _taylor(2, degree)))
+    r2 = em.mul(r, r)
+    q = em.mul(r2, em.estrin(r, _taylor(2, degree), r2))
     s, e = em.fast_two_sum(em.c(1.0), r)
     small = em.fma(r_lo, em.add(s, q), q)
     return em.add(s, em.add(e, small))
@@ -49,14 +52,21 @@ def _exp_reduced(em: Emitter, r: SSAValue, r_lo: SSAValue, degree: int) -> SSAVa
 
 def exp(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
     """exp(x) for float64 x: Cody–Waite reduction, a degree-13 Taylor polynomial on |r| ≤ ln2/2 (truncation
-    below 2^-60), added to 1 last so 1 + q rounds once, then the two-half 2^n scale. NaN passes through,
-    ±inf give inf/0, overflow inf, underflow gradual. Accuracy: 1 ulp (measured on millions of points).
-    ``single``: the result will be rounded to float32, so a degree-9 polynomial (2^-35) suffices."""
-    nan = em.isnan(x)
-    xc = em.select(nan, em.c(0.0), em.clamp(x, EXP_LO, EXP_HI))
-    n, r, r_lo = _reduce(em, xc)
+    below 2^-57 relative), added to 1 last so 1 + q rounds once, then the two-half 2^n scale. ±inf give inf/0,
+    overflow inf, underflow gradual. Accuracy: 1 ulp (measured on millions of points). ``single``: the result
+    will be rounded to float32, so a degree-9 polynomial (2^-35) suffices.
+
+    NaN needs no select: the clamp keeps it, n is read from the bits of the rounding sum (a float-to-int
+    conversion of NaN would be poison in LLVM), and NaN times the scale's powers of two is NaN."""
+    xc = em.clamp_keep_nan(x, EXP_LO, EXP_HI)
+    k = em.fma(xc, em.c(INV_LN2), em.c(em.magic))  # magic + round(x/ln2): |x/ln2| < 2^11, exact
+    n = em.sub(k, em.c(em.magic))
+    hi = em.fma(em.neg(n), em.c(LN2_HI), xc)  # exact
+    lo = em.mul(n, em.c(LN2_LO))
+    r = em.sub(hi, lo)
+    r_lo = em.sub(em.sub(hi, r), lo)
     y = _exp_reduced(em, r, r_lo, 9 if single else 13)
-    return em.select(nan, x, em.scale(y, n))
+    return em.scale_int(y, em.isub(em.bits(k), em.ic(MAGIC_BITS)))
 
 
 def expm1(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
@@ -106,6 +116,8 @@ def exp_dd(em: Emitter, hi: SSAValue, lo: SSAValue) -> SSAValue:
 # float32: ln2 = LN2_HI_F + LN2_LO_F with 9 significant bits in LN2_HI_F (n·LN2_HI_F exact for |n| < 2^15).
 LN2_HI_F = 0.693359375
 LN2_LO_F = float(np.float32(math.log(2.0) - LN2_HI_F))
+MAGIC_BITS_F = int(np.array(1.5 * 2.0**23, np.float32).view(np.int32))
+"""The bits of float32's rounding constant 1.5·2^23 (see :data:`MAGIC_BITS`)."""
 
 
 def _coeffs(em: Emitter, cs: list[float]) -> list[float]:
@@ -127,12 +139,15 @@ def exp_single(em: Emitter, x: SSAValue) -> SSAValue:
     """exp(x) in float32 arithmetic (``em`` a float32 emitter: twice the lanes of the widened form):
     the same Cody–Waite reduction with float32 constants, a degree-7 Taylor polynomial (truncation
     2^-27 on |r| ≤ ln2/2), 1 + r formed exactly, the two-half 2^n scale; clamped at -104 (exp is 0
-    to within half the smallest subnormal) and 89 (inf). Accuracy: within 1 ulp (subnormal results may
-    round twice)."""
-    nan = em.isnan(x)
-    xc = em.select(nan, em.c(0.0), em.clamp(x, -104.0, 89.0))
-    n, r, _ = _reduce_single(em, xc)
-    q = em.mul(em.mul(r, r), em.horner(r, _coeffs(em, _taylor(2, 7))))
+    to within half the smallest subnormal) and 89 (inf); NaN passes through the arithmetic as in :func:`exp`.
+    Accuracy: within 1 ulp (subnormal results may round twice)."""
+    xc = em.clamp_keep_nan(x, -104.0, 89.0)
+    k = em.fma(xc, em.c(float(np.float32(INV_LN2))), em.c(em.magic))  # magic + round(x/ln2), as in exp
+    n = em.sub(k, em.c(em.magic))
+    hi = em.fma(em.neg(n), em.c(LN2_HI_F), xc)  # exact
+    r = em.sub(hi, em.mul(n, em.c(LN2_LO_F)))  # the reduction's rounding error is below float32's precision
+    r2 = em.mul(r, r)
+    q = em.mul(r2, em.estrin(r, _coeffs(em, _taylor(2, 7)), r2))
     s, e = em.fast_two_sum(em.c(1.0), r)
     y = em.add(s, em.add(e, q))
-    return em.select(nan, x, em.scale(y, n))
+    return em.scale_int(y, em.isub(em.bits(k), em.ic(MAGIC_BITS_F)))
