@@ -106,21 +106,19 @@ class Emitter:
             p = self.fma(p, x, self.c(coeffs[k]))
         return p
 
-    def estrin(self, x: SSAValue, coeffs: Sequence[float], x2: SSAValue | None = None) -> SSAValue:
-        """Σ coeffs[k]·x^k by Estrin's scheme: pairs c[2i] + c[2i+1]·x, then pairs of those with x², x⁴, ...;
-        the same number of fused multiply-adds as Horner's rule plus the powers, but a dependency chain of
-        depth about log2(len(coeffs)) instead of len(coeffs), so the out-of-order core overlaps more of a
-        long polynomial (exp's degree 13). ``x2``: x·x when the caller already has it."""
+    def pairwise_horner(self, x: SSAValue, x2: SSAValue, coeffs: Sequence[float]) -> SSAValue:
+        """Σ coeffs[k]·x^k as pairs (c[2i] + c[2i+1]·x, independent) joined by Horner's rule in ``x2`` = x²:
+        the multiply-adds of Horner's rule and no more (Estrin's x⁴, x⁸ cost multiplies on the same ports),
+        with half its dependency chain, so the out-of-order core overlaps more of a long polynomial (exp's
+        degree 13)."""
         terms = [self.c(c) for c in coeffs]
-        power = x
-        while len(terms) > 1:
-            terms = [
-                self.fma(terms[k + 1], power, terms[k]) if k + 1 < len(terms) else terms[k]
-                for k in range(0, len(terms), 2)
-            ]
-            if len(terms) > 1:
-                power = x2 if power is x and x2 is not None else self.mul(power, power)
-        return terms[0]
+        pairs = [
+            self.fma(terms[k + 1], x, terms[k]) if k + 1 < len(terms) else terms[k] for k in range(0, len(terms), 2)
+        ]
+        p = pairs[-1]
+        for t in reversed(pairs[:-1]):
+            p = self.fma(p, x2, t)
+        return p
 
     # -- error-free transformations ----------------------------------------------
     def two_prod(self, a: SSAValue, b: SSAValue) -> tuple[SSAValue, SSAValue]:

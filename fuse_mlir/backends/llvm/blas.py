@@ -28,6 +28,7 @@ import ctypes
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .jit import _capsule_pointer, cached_runtime, register_symbol, register_symbol_provider
@@ -388,8 +389,16 @@ def _register_thread_control(lib: ctypes.CDLL) -> bool:
 GEMM_SPLIT_ENV = "FUSE_GEMM_SPLIT"
 """Set to 1 to split large products over fuse's pool (the module docstring says when that pays)."""
 
-_serial: dict[str, object] = {}  # "control": whether OpenBLAS's thread count can be set while split products run
-_split: dict[str, int] = {}
+
+@dataclass
+class _Registered:
+    """What :func:`register_blas` found, for the pool-split wrappers built later (once per process)."""
+
+    thread_control: bool = False  # whether OpenBLAS's thread count can be set while split products run
+    split: dict[str, int] = field(default_factory=dict)  # the split wrappers' addresses, once built
+
+
+_REGISTERED = _Registered()
 
 
 def register_blas() -> str:
@@ -423,7 +432,7 @@ def register_blas() -> str:
         where = "scipy.linalg.cython_blas"
     for name, addr in serial.items():
         register_symbol(name, addr)
-    _serial["control"] = control
+    _REGISTERED.thread_control = control
     if os.environ.get(GEMM_SPLIT_ENV, "0") not in ("", "0"):
         chosen = _build_split()
         where += ", split over fuse's pool"
@@ -436,9 +445,9 @@ def register_blas() -> str:
 
 def _build_split() -> dict[str, int]:
     """The pool-split wrappers' addresses by name, built once (the serial symbols must be registered)."""
-    if not _split:
-        _split.update(_split_gemms("fuse_dgemm_serial", "fuse_sgemm_serial", bool(_serial["control"])))
-    return _split
+    if not _REGISTERED.split:
+        _REGISTERED.split.update(_split_gemms("fuse_dgemm_serial", "fuse_sgemm_serial", _REGISTERED.thread_control))
+    return _REGISTERED.split
 
 
 def split_gemms() -> dict[str, int]:

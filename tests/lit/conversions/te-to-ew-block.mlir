@@ -44,63 +44,69 @@
 // CHECK-NEXT:     %[[V33:[0-9]+]] = math.exp %[[V32]] : f64
 // CHECK-NEXT:     ew.yield %[[V33]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V34:[0-9]+]] = ew.generic ins(%[[V14]], %[[V22]], %[[V24]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
-// CHECK-NEXT:   ^bb0(%[[V35:[0-9]+]]: f64, %[[V36:[0-9]+]]: f64, %[[V37:[0-9]+]]: f64):
-// CHECK-NEXT:     %[[V38:[0-9]+]] = math.absf %[[V36]] : f64
-// CHECK-NEXT:     %[[V39:[0-9]+]] = arith.constant 0x7ff0000000000000 : f64
-// CHECK-NEXT:     %[[V40:[0-9]+]] = arith.cmpf olt, %[[V38]], %[[V39]] : f64
-// CHECK-NEXT:     %[[V41:[0-9]+]] = arith.constant 0.000000e+00 : f64
-// CHECK-NEXT:     %[[V42:[0-9]+]] = arith.select %[[V40]], %[[V36]], %[[V41]] : f64
-// CHECK-NEXT:     %[[V43:[0-9]+]] = arith.subf %[[V35]], %[[V42]] : f64
-// CHECK-NEXT:     %[[V44:[0-9]+]] = math.exp %[[V43]] : f64
-// CHECK-NEXT:     %[[V45:[0-9]+]] = arith.divf %[[V44]], %[[V37]] : f64
-// CHECK-NEXT:     ew.yield %[[V45]] : f64
+// CHECK-NEXT:   %[[V34:[0-9]+]] = ew.generic ins(%[[V24]] : tensor<?xf64>) tables(:) extents(%[[V7]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V35:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V36:[0-9]+]] = arith.constant 1.000000e+00 : f64
+// CHECK-NEXT:     %[[V37:[0-9]+]] = arith.divf %[[V36]], %[[V35]] : f64
+// CHECK-NEXT:     ew.yield %[[V37]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V46:[0-9]+]] = ew.contract %[[V34]], %[[V2]] extents(%[[V7]], %[[V13]], %[[V9]]) {maps = {{\[\[}}0 : i64, 2 : i64], [2 : i64, 1 : i64]], out = [0 : i64, 1 : i64]} : tensor<?x?xf64>, tensor<?x?xf64> -> tensor<?x?xf64>
-// CHECK-NEXT:   %[[V47:[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:   %[[V48:[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:   %[[V49:[0-9]+]] = arith.remui %[[V8]], %[[V47]] : index
-// CHECK-NEXT:   te.check_dim %[[V49]], %[[V48]] {message = "rope needs an even feature extent (extent mod 2 is {0})"}
-// CHECK-NEXT:   %[[V50:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(%[[V0]] : tensor<?x?xf64>) extents(%[[V7]], %[[V8]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
-// CHECK-NEXT:   ^bb0(%[[V51:[0-9]+]]: f64, %[[V52:[0-9]+]]: tensor<?x?xf64>):
-// CHECK-NEXT:     %[[V53:[0-9]+]] = ew.index 1 : i64
-// CHECK-NEXT:     %[[V54:[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:     %[[V55:[0-9]+]] = arith.xori %[[V53]], %[[V54]] : index
-// CHECK-NEXT:     %[[V56:[0-9]+]] = ew.index 0 : i64
-// CHECK-NEXT:     %[[V57:[0-9]+]] = ew.extract %[[V52]][%[[V56]], %[[V55]]] : tensor<?x?xf64> -> f64
-// CHECK-NEXT:     %[[V58:[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:     %[[V59:[0-9]+]] = arith.remui %[[V53]], %[[V58]] : index
-// CHECK-NEXT:     %[[V60:[0-9]+]] = arith.subi %[[V53]], %[[V59]] : index
-// CHECK-NEXT:     %[[V61:[0-9]+]] = arith.index_cast %[[V60]] : index to i64
-// CHECK-NEXT:     %[[V62:[0-9]+]] = arith.sitofp %[[V61]] : i64 to f64
-// CHECK-NEXT:     %[[V63:[0-9]+]] = arith.index_cast %[[V8]] : index to i64
-// CHECK-NEXT:     %[[V64:[0-9]+]] = arith.sitofp %[[V63]] : i64 to f64
-// CHECK-NEXT:     %[[V65:[0-9]+]] = arith.divf %[[V62]], %[[V64]] : f64
-// CHECK-NEXT:     %[[V66:[0-9]+]] = arith.negf %[[V65]] : f64
-// CHECK-NEXT:     %[[V67:[0-9]+]] = arith.constant 9.2103403719761836 : f64
-// CHECK-NEXT:     %[[V68:[0-9]+]] = arith.mulf %[[V66]], %[[V67]] : f64
-// CHECK-NEXT:     %[[V69:[0-9]+]] = math.exp %[[V68]] : f64
-// CHECK-NEXT:     %[[V70:[0-9]+]] = ew.index 0 : i64
-// CHECK-NEXT:     %[[V71:[0-9]+]] = arith.index_cast %[[V70]] : index to i64
-// CHECK-NEXT:     %[[V72:[0-9]+]] = arith.sitofp %[[V71]] : i64 to f64
-// CHECK-NEXT:     %[[V73:[0-9]+]] = arith.mulf %[[V72]], %[[V69]] : f64
-// CHECK-NEXT:     %[[V74:[0-9]+]] = math.cos %[[V73]] : f64
-// CHECK-NEXT:     %[[V75:[0-9]+]] = math.sin %[[V73]] : f64
-// CHECK-NEXT:     %[[V76:[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:     %[[V77:[0-9]+]] = arith.remui %[[V53]], %[[V76]] : index
-// CHECK-NEXT:     %[[V78:[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:     %[[V79:[0-9]+]] = arith.cmpi eq, %[[V77]], %[[V78]] : index
-// CHECK-NEXT:     %[[V80:[0-9]+]] = arith.mulf %[[V51]], %[[V74]] : f64
-// CHECK-NEXT:     %[[V81:[0-9]+]] = arith.mulf %[[V57]], %[[V75]] : f64
-// CHECK-NEXT:     %[[V82:[0-9]+]] = arith.subf %[[V80]], %[[V81]] : f64
-// CHECK-NEXT:     %[[V83:[0-9]+]] = arith.mulf %[[V57]], %[[V75]] : f64
-// CHECK-NEXT:     %[[V84:[0-9]+]] = arith.mulf %[[V51]], %[[V74]] : f64
-// CHECK-NEXT:     %[[V85:[0-9]+]] = arith.addf %[[V83]], %[[V84]] : f64
-// CHECK-NEXT:     %[[V86:[0-9]+]] = arith.select %[[V79]], %[[V82]], %[[V85]] : f64
-// CHECK-NEXT:     ew.yield %[[V86]] : f64
+// CHECK-NEXT:   %[[V38:[0-9]+]] = ew.generic ins(%[[V14]], %[[V22]], %[[V34]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V7]], %[[V9]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V39:[0-9]+]]: f64, %[[V40:[0-9]+]]: f64, %[[V41:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V42:[0-9]+]] = math.absf %[[V40]] : f64
+// CHECK-NEXT:     %[[V43:[0-9]+]] = arith.constant 0x7ff0000000000000 : f64
+// CHECK-NEXT:     %[[V44:[0-9]+]] = arith.cmpf olt, %[[V42]], %[[V43]] : f64
+// CHECK-NEXT:     %[[V45:[0-9]+]] = arith.constant 0.000000e+00 : f64
+// CHECK-NEXT:     %[[V46:[0-9]+]] = arith.select %[[V44]], %[[V40]], %[[V45]] : f64
+// CHECK-NEXT:     %[[V47:[0-9]+]] = arith.subf %[[V39]], %[[V46]] : f64
+// CHECK-NEXT:     %[[V48:[0-9]+]] = math.exp %[[V47]] : f64
+// CHECK-NEXT:     %[[V49:[0-9]+]] = arith.mulf %[[V48]], %[[V41]] : f64
+// CHECK-NEXT:     ew.yield %[[V49]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V87:[0-9]+]] = ew.host_call "tucker_dense" %[[V0]] {params = {rank = 1 : i64, threshold = 5.000000e-01 : f64}} : (tensor<?x?xf64>) -> tensor<?x?xf64>
-// CHECK-NEXT:   te.export %[[V46]], %[[V50]], %[[V87]] {names = ["Y", "R", "T"]} : tensor<?x?xf64>, tensor<?x?xf64>, tensor<?x?xf64>
+// CHECK-NEXT:   %[[V50:[0-9]+]] = ew.contract %[[V38]], %[[V2]] extents(%[[V7]], %[[V13]], %[[V9]]) {maps = {{\[\[}}0 : i64, 2 : i64], [2 : i64, 1 : i64]], out = [0 : i64, 1 : i64]} : tensor<?x?xf64>, tensor<?x?xf64> -> tensor<?x?xf64>
+// CHECK-NEXT:   %[[V51:[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:   %[[V52:[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:   %[[V53:[0-9]+]] = arith.remui %[[V8]], %[[V51]] : index
+// CHECK-NEXT:   te.check_dim %[[V53]], %[[V52]] {message = "rope needs an even feature extent (extent mod 2 is {0})"}
+// CHECK-NEXT:   %[[V54:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(%[[V0]] : tensor<?x?xf64>) extents(%[[V7]], %[[V8]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V55:[0-9]+]]: f64, %[[V56:[0-9]+]]: tensor<?x?xf64>):
+// CHECK-NEXT:     %[[V57:[0-9]+]] = ew.index 1 : i64
+// CHECK-NEXT:     %[[V58:[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:     %[[V59:[0-9]+]] = arith.xori %[[V57]], %[[V58]] : index
+// CHECK-NEXT:     %[[V60:[0-9]+]] = ew.index 0 : i64
+// CHECK-NEXT:     %[[V61:[0-9]+]] = ew.extract %[[V56]][%[[V60]], %[[V59]]] : tensor<?x?xf64> -> f64
+// CHECK-NEXT:     %[[V62:[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:     %[[V63:[0-9]+]] = arith.remui %[[V57]], %[[V62]] : index
+// CHECK-NEXT:     %[[V64:[0-9]+]] = arith.subi %[[V57]], %[[V63]] : index
+// CHECK-NEXT:     %[[V65:[0-9]+]] = arith.index_cast %[[V64]] : index to i64
+// CHECK-NEXT:     %[[V66:[0-9]+]] = arith.sitofp %[[V65]] : i64 to f64
+// CHECK-NEXT:     %[[V67:[0-9]+]] = arith.index_cast %[[V8]] : index to i64
+// CHECK-NEXT:     %[[V68:[0-9]+]] = arith.sitofp %[[V67]] : i64 to f64
+// CHECK-NEXT:     %[[V69:[0-9]+]] = arith.divf %[[V66]], %[[V68]] : f64
+// CHECK-NEXT:     %[[V70:[0-9]+]] = arith.negf %[[V69]] : f64
+// CHECK-NEXT:     %[[V71:[0-9]+]] = arith.constant 9.2103403719761836 : f64
+// CHECK-NEXT:     %[[V72:[0-9]+]] = arith.mulf %[[V70]], %[[V71]] : f64
+// CHECK-NEXT:     %[[V73:[0-9]+]] = math.exp %[[V72]] : f64
+// CHECK-NEXT:     %[[V74:[0-9]+]] = ew.index 0 : i64
+// CHECK-NEXT:     %[[V75:[0-9]+]] = arith.index_cast %[[V74]] : index to i64
+// CHECK-NEXT:     %[[V76:[0-9]+]] = arith.sitofp %[[V75]] : i64 to f64
+// CHECK-NEXT:     %[[V77:[0-9]+]] = arith.mulf %[[V76]], %[[V73]] : f64
+// CHECK-NEXT:     %[[V78:[0-9]+]] = math.cos %[[V77]] : f64
+// CHECK-NEXT:     %[[V79:[0-9]+]] = math.sin %[[V77]] : f64
+// CHECK-NEXT:     %[[V80:[0-9]+]] = arith.constant 2 : index
+// CHECK-NEXT:     %[[V81:[0-9]+]] = arith.remui %[[V57]], %[[V80]] : index
+// CHECK-NEXT:     %[[V82:[0-9]+]] = arith.constant 0 : index
+// CHECK-NEXT:     %[[V83:[0-9]+]] = arith.cmpi eq, %[[V81]], %[[V82]] : index
+// CHECK-NEXT:     %[[V84:[0-9]+]] = arith.mulf %[[V55]], %[[V78]] : f64
+// CHECK-NEXT:     %[[V85:[0-9]+]] = arith.mulf %[[V61]], %[[V79]] : f64
+// CHECK-NEXT:     %[[V86:[0-9]+]] = arith.subf %[[V84]], %[[V85]] : f64
+// CHECK-NEXT:     %[[V87:[0-9]+]] = arith.mulf %[[V61]], %[[V79]] : f64
+// CHECK-NEXT:     %[[V88:[0-9]+]] = arith.mulf %[[V55]], %[[V78]] : f64
+// CHECK-NEXT:     %[[V89:[0-9]+]] = arith.addf %[[V87]], %[[V88]] : f64
+// CHECK-NEXT:     %[[V90:[0-9]+]] = arith.select %[[V83]], %[[V86]], %[[V89]] : f64
+// CHECK-NEXT:     ew.yield %[[V90]] : f64
+// CHECK-NEXT:   }
+// CHECK-NEXT:   %[[V91:[0-9]+]] = ew.host_call "tucker_dense" %[[V0]] {params = {rank = 1 : i64, threshold = 5.000000e-01 : f64}} : (tensor<?x?xf64>) -> tensor<?x?xf64>
+// CHECK-NEXT:   te.export %[[V50]], %[[V54]], %[[V91]] {names = ["Y", "R", "T"]} : tensor<?x?xf64>, tensor<?x?xf64>, tensor<?x?xf64>
 // CHECK-NEXT: }
 builtin.module {
   %0 = te.input "Q" {indices = ["p", "d"]} : tensor<?x?xf64>

@@ -47,69 +47,85 @@
 // CHECK-NEXT:     %[[V36:[0-9]+]] = math.exp %[[V35]] : f64
 // CHECK-NEXT:     ew.yield %[[V36]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V37:[0-9]+]] = ew.generic ins(%[[V0]], %[[V25]], %[[V27]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
-// CHECK-NEXT:   ^bb0(%[[V38:[0-9]+]]: f64, %[[V39:[0-9]+]]: f64, %[[V40:[0-9]+]]: f64):
-// CHECK-NEXT:     %[[V41:[0-9]+]] = math.absf %[[V39]] : f64
-// CHECK-NEXT:     %[[V42:[0-9]+]] = arith.constant 0x7ff0000000000000 : f64
-// CHECK-NEXT:     %[[V43:[0-9]+]] = arith.cmpf olt, %[[V41]], %[[V42]] : f64
-// CHECK-NEXT:     %[[V44:[0-9]+]] = arith.constant 0.000000e+00 : f64
-// CHECK-NEXT:     %[[V45:[0-9]+]] = arith.select %[[V43]], %[[V39]], %[[V44]] : f64
-// CHECK-NEXT:     %[[V46:[0-9]+]] = arith.subf %[[V38]], %[[V45]] : f64
-// CHECK-NEXT:     %[[V47:[0-9]+]] = math.exp %[[V46]] : f64
-// CHECK-NEXT:     %[[V48:[0-9]+]] = arith.divf %[[V47]], %[[V40]] : f64
-// CHECK-NEXT:     ew.yield %[[V48]] : f64
+// CHECK-NEXT:   %[[V37:[0-9]+]] = ew.generic ins(%[[V27]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V38:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V39:[0-9]+]] = arith.constant 1.000000e+00 : f64
+// CHECK-NEXT:     %[[V40:[0-9]+]] = arith.divf %[[V39]], %[[V38]] : f64
+// CHECK-NEXT:     ew.yield %[[V40]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V49:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
-// CHECK-NEXT:   ^bb0(%[[V50:[0-9]+]]: f64):
-// CHECK-NEXT:     ew.yield %[[V50]] : f64
+// CHECK-NEXT:   %[[V41:[0-9]+]] = ew.generic ins(%[[V0]], %[[V25]], %[[V37]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V42:[0-9]+]]: f64, %[[V43:[0-9]+]]: f64, %[[V44:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V45:[0-9]+]] = math.absf %[[V43]] : f64
+// CHECK-NEXT:     %[[V46:[0-9]+]] = arith.constant 0x7ff0000000000000 : f64
+// CHECK-NEXT:     %[[V47:[0-9]+]] = arith.cmpf olt, %[[V45]], %[[V46]] : f64
+// CHECK-NEXT:     %[[V48:[0-9]+]] = arith.constant 0.000000e+00 : f64
+// CHECK-NEXT:     %[[V49:[0-9]+]] = arith.select %[[V47]], %[[V43]], %[[V48]] : f64
+// CHECK-NEXT:     %[[V50:[0-9]+]] = arith.subf %[[V42]], %[[V49]] : f64
+// CHECK-NEXT:     %[[V51:[0-9]+]] = math.exp %[[V50]] : f64
+// CHECK-NEXT:     %[[V52:[0-9]+]] = arith.mulf %[[V51]], %[[V44]] : f64
+// CHECK-NEXT:     ew.yield %[[V52]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V51:[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:   %[[V52:[0-9]+]] = arith.muli %[[V51]], %[[V2]] : index
-// CHECK-NEXT:   %[[V53:[0-9]+]] = ew.generic ins(%[[V49]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
+// CHECK-NEXT:   %[[V53:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V54:[0-9]+]]: f64):
-// CHECK-NEXT:     %[[V55:[0-9]+]] = arith.index_cast %[[V52]] : index to i64
-// CHECK-NEXT:     %[[V56:[0-9]+]] = arith.sitofp %[[V55]] : i64 to f64
-// CHECK-NEXT:     %[[V57:[0-9]+]] = arith.divf %[[V54]], %[[V56]] : f64
-// CHECK-NEXT:     ew.yield %[[V57]] : f64
+// CHECK-NEXT:     ew.yield %[[V54]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V58:[0-9]+]] = ew.generic ins(%[[V0]], %[[V53]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
-// CHECK-NEXT:   ^bb0(%[[V59:[0-9]+]]: f64, %[[V60:[0-9]+]]: f64):
-// CHECK-NEXT:     %[[V61:[0-9]+]] = arith.subf %[[V59]], %[[V60]] : f64
-// CHECK-NEXT:     %[[V62:[0-9]+]] = arith.mulf %[[V61]], %[[V61]] : f64
-// CHECK-NEXT:     ew.yield %[[V62]] : f64
+// CHECK-NEXT:   %[[V55:[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:   %[[V56:[0-9]+]] = arith.muli %[[V55]], %[[V2]] : index
+// CHECK-NEXT:   %[[V57:[0-9]+]] = ew.generic ins(%[[V53]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V58:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V59:[0-9]+]] = arith.index_cast %[[V56]] : index to i64
+// CHECK-NEXT:     %[[V60:[0-9]+]] = arith.sitofp %[[V59]] : i64 to f64
+// CHECK-NEXT:     %[[V61:[0-9]+]] = arith.divf %[[V58]], %[[V60]] : f64
+// CHECK-NEXT:     ew.yield %[[V61]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V63:[0-9]+]] = arith.constant 1 : index
-// CHECK-NEXT:   %[[V64:[0-9]+]] = arith.muli %[[V63]], %[[V2]] : index
-// CHECK-NEXT:   %[[V65:[0-9]+]] = ew.generic ins(%[[V58]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
-// CHECK-NEXT:   ^bb0(%[[V66:[0-9]+]]: f64):
-// CHECK-NEXT:     %[[V67:[0-9]+]] = arith.index_cast %[[V64]] : index to i64
-// CHECK-NEXT:     %[[V68:[0-9]+]] = arith.sitofp %[[V67]] : i64 to f64
-// CHECK-NEXT:     %[[V69:[0-9]+]] = arith.divf %[[V66]], %[[V68]] : f64
-// CHECK-NEXT:     ew.yield %[[V69]] : f64
+// CHECK-NEXT:   %[[V62:[0-9]+]] = ew.generic ins(%[[V0]], %[[V57]] : tensor<?x?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V63:[0-9]+]]: f64, %[[V64:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V65:[0-9]+]] = arith.subf %[[V63]], %[[V64]] : f64
+// CHECK-NEXT:     %[[V66:[0-9]+]] = arith.mulf %[[V65]], %[[V65]] : f64
+// CHECK-NEXT:     ew.yield %[[V66]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V70:[0-9]+]] = ew.generic ins(%[[V0]], %[[V53]], %[[V65]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
-// CHECK-NEXT:   ^bb0(%[[V71:[0-9]+]]: f64, %[[V72:[0-9]+]]: f64, %[[V73:[0-9]+]]: f64):
-// CHECK-NEXT:     %[[V74:[0-9]+]] = arith.subf %[[V71]], %[[V72]] : f64
-// CHECK-NEXT:     %[[V75:[0-9]+]] = arith.constant 1.000000e-05 : f64
-// CHECK-NEXT:     %[[V76:[0-9]+]] = arith.addf %[[V73]], %[[V75]] : f64
-// CHECK-NEXT:     %[[V77:[0-9]+]] = math.sqrt %[[V76]] : f64
-// CHECK-NEXT:     %[[V78:[0-9]+]] = arith.divf %[[V74]], %[[V77]] : f64
+// CHECK-NEXT:   %[[V67:[0-9]+]] = arith.constant 1 : index
+// CHECK-NEXT:   %[[V68:[0-9]+]] = arith.muli %[[V67]], %[[V2]] : index
+// CHECK-NEXT:   %[[V69:[0-9]+]] = ew.generic ins(%[[V62]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V70:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V71:[0-9]+]] = arith.index_cast %[[V68]] : index to i64
+// CHECK-NEXT:     %[[V72:[0-9]+]] = arith.sitofp %[[V71]] : i64 to f64
+// CHECK-NEXT:     %[[V73:[0-9]+]] = arith.divf %[[V70]], %[[V72]] : f64
+// CHECK-NEXT:     ew.yield %[[V73]] : f64
+// CHECK-NEXT:   }
+// CHECK-NEXT:   %[[V74:[0-9]+]] = ew.generic ins(%[[V69]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V75:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V76:[0-9]+]] = arith.constant 1.000000e-05 : f64
+// CHECK-NEXT:     %[[V77:[0-9]+]] = arith.addf %[[V75]], %[[V76]] : f64
+// CHECK-NEXT:     %[[V78:[0-9]+]] = math.sqrt %[[V77]] : f64
 // CHECK-NEXT:     ew.yield %[[V78]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V79:[0-9]+]] = te.constant dense<0.000000e+00> : tensor<f64> {indices = []} : tensor<f64>
-// CHECK-NEXT:   %[[V80:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xi8> {
-// CHECK-NEXT:   ^bb0(%[[V81:[0-9]+]]: f64):
-// CHECK-NEXT:     %[[V82:[0-9]+]] = arith.constant 0.000000e+00 : f64
-// CHECK-NEXT:     %[[V83:[0-9]+]] = arith.cmpf ogt, %[[V81]], %[[V82]] : f64
-// CHECK-NEXT:     %[[V84:[0-9]+]] = arith.extui %[[V83]] : i1 to i8
-// CHECK-NEXT:     ew.yield %[[V84]] : i8
+// CHECK-NEXT:   %[[V79:[0-9]+]] = ew.generic ins(%[[V74]] : tensor<?xf64>) tables(:) extents(%[[V1]]) attributes {maps = {{\[\[}}0 : i64]], iterators = [#ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V80:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V81:[0-9]+]] = arith.constant 1.000000e+00 : f64
+// CHECK-NEXT:     %[[V82:[0-9]+]] = arith.divf %[[V81]], %[[V80]] : f64
+// CHECK-NEXT:     ew.yield %[[V82]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[V85:[0-9]+]] = ew.generic ins(%[[V80]] : tensor<?x?xi8>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xi64> {
-// CHECK-NEXT:   ^bb0(%[[V86:[0-9]+]]: i8):
-// CHECK-NEXT:     %[[V87:[0-9]+]] = arith.extsi %[[V86]] : i8 to i64
-// CHECK-NEXT:     ew.yield %[[V87]] : i64
+// CHECK-NEXT:   %[[V83:[0-9]+]] = ew.generic ins(%[[V0]], %[[V57]], %[[V79]] : tensor<?x?xf64>, tensor<?xf64>, tensor<?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64], [0 : i64], [0 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
+// CHECK-NEXT:   ^bb0(%[[V84:[0-9]+]]: f64, %[[V85:[0-9]+]]: f64, %[[V86:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V87:[0-9]+]] = arith.subf %[[V84]], %[[V85]] : f64
+// CHECK-NEXT:     %[[V88:[0-9]+]] = arith.mulf %[[V87]], %[[V86]] : f64
+// CHECK-NEXT:     ew.yield %[[V88]] : f64
 // CHECK-NEXT:   }
-// CHECK-NEXT:   te.export %[[V15]], %[[V37]], %[[V70]], %[[V85]] {names = ["L", "S", "N", "A"]} : tensor<?xf64>, tensor<?x?xf64>, tensor<?x?xf64>, tensor<?xi64>
+// CHECK-NEXT:   %[[V89:[0-9]+]] = te.constant dense<0.000000e+00> : tensor<f64> {indices = []} : tensor<f64>
+// CHECK-NEXT:   %[[V90:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xi8> {
+// CHECK-NEXT:   ^bb0(%[[V91:[0-9]+]]: f64):
+// CHECK-NEXT:     %[[V92:[0-9]+]] = arith.constant 0.000000e+00 : f64
+// CHECK-NEXT:     %[[V93:[0-9]+]] = arith.cmpf ogt, %[[V91]], %[[V92]] : f64
+// CHECK-NEXT:     %[[V94:[0-9]+]] = arith.extui %[[V93]] : i1 to i8
+// CHECK-NEXT:     ew.yield %[[V94]] : i8
+// CHECK-NEXT:   }
+// CHECK-NEXT:   %[[V95:[0-9]+]] = ew.generic ins(%[[V90]] : tensor<?x?xi8>) tables(:) extents(%[[V1]], %[[V2]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<reduction>], kind = [#ew.kind<sum>]} -> tensor<?xi64> {
+// CHECK-NEXT:   ^bb0(%[[V96:[0-9]+]]: i8):
+// CHECK-NEXT:     %[[V97:[0-9]+]] = arith.extsi %[[V96]] : i8 to i64
+// CHECK-NEXT:     ew.yield %[[V97]] : i64
+// CHECK-NEXT:   }
+// CHECK-NEXT:   te.export %[[V15]], %[[V41]], %[[V83]], %[[V95]] {names = ["L", "S", "N", "A"]} : tensor<?xf64>, tensor<?x?xf64>, tensor<?x?xf64>, tensor<?xi64>
 // CHECK-NEXT: }
 builtin.module {
   %0 = te.input "X" {indices = ["i", "j"]} : tensor<?x?xf64>

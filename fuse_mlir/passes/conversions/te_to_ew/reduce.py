@@ -1,8 +1,9 @@
 """te → ew for reductions and normalisations: ``te.reduce`` (logsumexp too) and the axis builtins.
 
 Axis builtins decompose into reductions and maps: softmax is max, Σ exp(x -
-max), exp(x - max) / Σ; masked softmax masks before and after; layer norm is
-mean, variance, normalise.
+max), exp(x - max) · (1/Σ); masked softmax masks before and after; layer norm is
+mean, variance, (x - mean) · (1/sqrt(var + eps)). The per-row reciprocal
+replaces a vector division per element (:func:`reciprocal`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def logsumexp(lo: TeLowering, x: In, keep: Sequence[str], dtype: np.dtype) -> SS
 
 
 def softmax(lo: TeLowering, x: In, axis: str, dtype: np.dtype) -> SSAValue:
-    """Three kernels over x, no full-size temporary: row max, Σ exp(x - max), exp(x - max) / Σ.
+    """Three kernels over x, no full-size temporary: row max, Σ exp(x - max), exp(x - max) · (1/Σ).
 
     The max is replaced by 0 where it is not finite (:func:`finite_or_zero`), as the reference does.
 
@@ -58,11 +59,22 @@ def softmax(lo: TeLowering, x: In, axis: str, dtype: np.dtype) -> SSAValue:
 
     s = lo.generic([x, In(m, keep)], [], keep, [axis], "sum", ext, dtype, lambda b, a, t, i: shifted(b, a))
     return lo.elementwise(
-        [x, In(m, keep), In(s, keep)],
+        [x, In(m, keep), In(reciprocal(lo, s, keep, dtype), keep)],
         x.names,
         dtype,
-        lambda b, a: b.binary("div", shifted(b, a[:2]), a[2], dtype),
+        lambda b, a: b.binary("mul", shifted(b, a[:2]), a[2], dtype),
     )
+
+
+def reciprocal(lo: TeLowering, d: SSAValue, keep: tuple[str, ...], dtype: np.dtype) -> SSAValue:
+    """1 / d per row, so a row's elements are multiplied by it instead of each divided by d.
+
+    A vector division costs about ten multiplies (``vdivpd``: 1.2 cycles per float64 element on AVX-512);
+    x·(1/d) differs from x/d by at most one rounding. Only for divisors whose reciprocal is a normal number
+    or inf/0/NaN exactly where the quotient needs it: softmax's sum (1 ≤ Σ ≤ n for a finite row max; 0, inf
+    or NaN give 0·inf, x·0, NaN as x/d does) and layer norm's sqrt(var + eps) (never subnormal).
+    """
+    return lo.elementwise([In(d, keep)], keep, dtype, lambda b, a: b.binary("div", b.const(1.0, dtype), a[0], dtype))
 
 
 class LowerReduce(TeOpPattern):
@@ -147,16 +159,14 @@ class LowerAxis(TeOpPattern):
                 lambda b, a, t, i: (lambda d: b.binary("mul", d, d, dtype))(b.binary("sub", a[0], a[1], dtype)),
             )
             var = In(lo.divide_by_count(sq, keep, [ext[axis]], dtype, ext), keep)
+            std = lo.elementwise(
+                [var], keep, dtype, lambda b, a: b.unary_math("sqrt", b.binary("add", a[0], b.const(eps, dtype), dtype))
+            )
             return lo.elementwise(
-                [x, mean, var],
+                [x, mean, In(reciprocal(lo, std, keep, dtype), keep)],
                 names,
                 dtype,
-                lambda b, a: b.binary(
-                    "div",
-                    b.binary("sub", a[0], a[1], dtype),
-                    b.unary_math("sqrt", b.binary("add", a[2], b.const(eps, dtype), dtype)),
-                    dtype,
-                ),
+                lambda b, a: b.binary("mul", b.binary("sub", a[0], a[1], dtype), a[2], dtype),
             )
         raise NotImplementedError(f"lower-te-to-ew: axis builtin {fn}")
 
