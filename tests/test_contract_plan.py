@@ -9,6 +9,7 @@ made per new shape and reused for a repeated one; the GEMM mapping of
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import opt_einsum
@@ -235,3 +236,28 @@ def test_integer_chain_keeps_its_values():
     want = prog.compile("reference")(**ins)["R"]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_skinny_intermediate_is_written_with_its_long_side_contiguous():
+    """The 10-row (or 10-column) intermediate of a skewed chain is written [10, 300], never [300, 10]:
+    OpenBLAS runs the skinny product about 1.2-1.7x faster with the long side contiguous in its result."""
+    runner = Program("R[i,l] = Z[k,l] Y[j,k] X[i,j]\nexport R\n").compile("llvm")
+    rng = np.random.default_rng(4)
+    for i, other, want in ((10, 300, ("i", "k")), (300, 10, ("l", "j"))):
+        ins = {"X": rng.random((i, 300)), "Y": rng.random((300, 300)), "Z": rng.random((300, other))}
+        np.testing.assert_allclose(runner(**ins)["R"], ins["X"] @ ins["Y"] @ ins["Z"], rtol=1e-10)
+        first = [r for r in runner.explain("json")["contractions"] if r["kind"] == "pair"][0]
+        assert tuple(first["result"]) == want and first["m"] == 10 and first["n"] == 300, first
+
+
+def test_planned_orders_that_do_not_fit_the_path_are_ignored():
+    from fuse_mlir.passes.transforms.contract_plan import orders_attr, orders_of
+
+    names, out, path = [("k", "l"), ("j", "k"), ("i", "j")], ("i", "l"), ((1, 2), (0, 1))
+    op = SimpleNamespace(attributes={})  # only the attribute dictionary is read
+    assert orders_of(op, names, out, path) is None
+    op.attributes["orders"] = orders_attr([("i", "k"), ("i", "l")])
+    assert orders_of(op, names, out, path) == [("i", "k"), ("i", "l")]
+    for bad in ([("i", "j"), ("i", "l")], [("i", "k"), ("l", "i")], [("i", "k")]):
+        op.attributes["orders"] = orders_attr(bad)
+        assert orders_of(op, names, out, path) is None, bad

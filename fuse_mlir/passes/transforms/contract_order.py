@@ -15,7 +15,7 @@ max/min/mean of a product do not distribute over the factors.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,9 +27,8 @@ from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.dtypes import accumulate_dtype, contract_dtype
-from fuse_mlir.passes.conversions.gemm import gemm_layout
 from fuse_mlir.passes.registry import register_pass
-from fuse_mlir.passes.transforms.contract_plan import Plan, optimal_path, path_of
+from fuse_mlir.passes.transforms.contract_plan import Plan, optimal_path, orders_of, path_of, step_orders
 
 
 @register_pass
@@ -74,7 +73,7 @@ class ContractOrder(ModulePass):
             assumed = {n: extents.get(n, self.assumed_extent) for ns in names for n in ns}
             itemsize = te.dtype_of(op.result).itemsize
             path, _ = optimal_path(names, out, assumed, itemsize, self.max_optimal)
-        orders = step_orders(names, out, path, extents)
+        orders = orders_of(op, names, out, path) or step_orders(names, out, path, extents)
         operands: list[tuple[SSAValue, tuple[str, ...]]] = list(zip(op.inputs, names))
         block = op.parent_block()
         assert block is not None
@@ -99,39 +98,6 @@ class ContractOrder(ModulePass):
         op.result.replace_all_uses_with(final)
         op.detach()
         op.erase()
-
-
-def step_orders(
-    names: Sequence[Sequence[str]], out: Sequence[str], path: Sequence[tuple[int, int]], extents: dict[str, int]
-) -> list[tuple[str, ...]]:
-    """The axis order of each step's result: the last one is ``out``; every intermediate gets, top-down, the order
-    its consumer's GEMM reads without a copy (:func:`~fuse_mlir.passes.conversions.gemm.gemm_layout` with free operands), so
-    the factor order written does not decide which copies are made."""
-    live: list[tuple[str, int]] = [("leaf", k) for k in range(len(names))]
-    children: list[list[tuple[str, int]]] = []
-    natural: list[tuple[str, ...]] = []
-    for step in path:
-        picked = [live[k] for k in step]
-        for k in sorted(step, reverse=True):
-            live.pop(k)
-        later = {n for kind, i in live for n in (names[i] if kind == "leaf" else natural[i])} | set(out)
-        inside = [n for kind, i in picked for n in (names[i] if kind == "leaf" else natural[i])]
-        natural.append(tuple(n for n in dict.fromkeys(inside) if n in later) if live else tuple(out))
-        children.append(picked)
-        live.append(("step", len(children) - 1))
-    orders = list(natural)
-    for t in range(len(children) - 1, -1, -1):
-        kids = children[t]
-        if len(kids) != 2:
-            continue
-        own = [names[i] if kind == "leaf" else orders[i] for kind, i in kids]
-        free = (kids[0][0] == "step", kids[1][0] == "step")
-        layout = gemm_layout(own[0], own[1], orders[t], extents, free)
-        if layout is not None:
-            for (kind, i), want in zip(kids, (layout.a, layout.b)):
-                if kind == "step":
-                    orders[i] = want
-    return orders
 
 
 def presum(op: te.ContractOp) -> None:

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Operation
 
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.passes.conversions.gemm import gemm_layout
 
 if TYPE_CHECKING:
     from fuse_mlir.lowered import Lowered
@@ -37,6 +38,10 @@ MAX_OPTIMAL = 8
 
 PATH_ATTR = "path"
 """The ``te.contract`` attribute holding a chosen order: opt_einsum-style position pairs (see ``contract-order``)."""
+
+ORDERS_ATTR = "orders"
+"""The ``te.contract`` attribute holding a plan's axis order of each step's result (:func:`step_orders` with the
+call's extents), beside its ``path``: which way round a skinny intermediate is written decides how fast BLAS runs."""
 
 Path = tuple[tuple[int, int], ...]
 
@@ -196,6 +201,61 @@ def path_of(op: Operation) -> Path | None:
     return tuple((int(p.data[0].value.data), int(p.data[1].value.data)) for p in attr.data)
 
 
+def step_orders(
+    names: Sequence[Sequence[str]], out: Sequence[str], path: Sequence[tuple[int, int]], extents: dict[str, int]
+) -> list[tuple[str, ...]]:
+    """The axis order of each step's result: the last one is ``out``; every intermediate gets, top-down, the order
+    its consumer's GEMM reads without a copy (:func:`~fuse_mlir.passes.conversions.gemm.gemm_layout` with free operands), so
+    the factor order written does not decide which copies are made."""
+    live: list[tuple[str, int]] = [("leaf", k) for k in range(len(names))]
+    children: list[list[tuple[str, int]]] = []
+    natural: list[tuple[str, ...]] = []
+    for step in path:
+        picked = [live[k] for k in step]
+        for k in sorted(step, reverse=True):
+            live.pop(k)
+        later = {n for kind, i in live for n in (names[i] if kind == "leaf" else natural[i])} | set(out)
+        inside = [n for kind, i in picked for n in (names[i] if kind == "leaf" else natural[i])]
+        natural.append(tuple(n for n in dict.fromkeys(inside) if n in later) if live else tuple(out))
+        children.append(picked)
+        live.append(("step", len(children) - 1))
+    orders = list(natural)
+    for t in range(len(children) - 1, -1, -1):
+        kids = children[t]
+        if len(kids) != 2:
+            continue
+        own = [names[i] if kind == "leaf" else orders[i] for kind, i in kids]
+        free = (kids[0][0] == "step", kids[1][0] == "step")
+        layout = gemm_layout(own[0], own[1], orders[t], extents, free)
+        if layout is not None:
+            for (kind, i), want in zip(kids, (layout.a, layout.b)):
+                if kind == "step":
+                    orders[i] = want
+    return orders
+
+
+def orders_attr(orders: Sequence[Sequence[str]]) -> ArrayAttr:
+    """Step orders as an attribute: an array of arrays of index names."""
+    return ArrayAttr([ArrayAttr([StringAttr(n) for n in o]) for o in orders])
+
+
+def orders_of(
+    op: Operation, names: Sequence[Sequence[str]], out: Sequence[str], path: Path
+) -> list[tuple[str, ...]] | None:
+    """The step orders a plan wrote on ``op`` for ``path``, or None (none written, or not a reordering of the
+    steps' own index sets: an attribute edited by hand, or written for another path)."""
+    attr = op.attributes.get(ORDERS_ATTR)
+    if not isinstance(attr, ArrayAttr):
+        return None
+    orders = [tuple(n.data for n in o.data) for o in attr.data]  # type: ignore[attr-defined]
+    default = step_orders(names, out, path, {})
+    if len(orders) != len(default) or any(sorted(o) != sorted(d) for o, d in zip(orders, default)):
+        return None
+    if orders[-1] != tuple(out):
+        return None
+    return orders
+
+
 def is_nway(op: Operation) -> bool:
     """A sum contraction of three or more factors without repeated names: what ``contract-order`` splits."""
     return (
@@ -284,7 +344,7 @@ class ShapePlans:
         module = self.lowered.module
         shapes = infer_shapes(module, dict(zip(self.names, key)), self.lowered.sources)
         ops = list(module.body.block.ops)
-        paths: list[Path | None] = []
+        paths: list[tuple[Path, tuple[tuple[str, ...], ...]] | None] = []
         sites: list[dict[str, Any]] = []
         for k in self.sites:
             op = ops[k]
@@ -301,7 +361,7 @@ class ShapePlans:
             out = te.names_of(op.indices)
             itemsize = te.dtype_of(op.result).itemsize
             path, cost = optimal_path(names, out, ext, itemsize)
-            paths.append(path)
+            paths.append((path, tuple(step_orders(names, out, path, ext))))
             sites.append(
                 {
                     "factors": [list(ns) for ns in names],
@@ -318,7 +378,8 @@ class ShapePlans:
             copy_ops = list(copy.body.block.ops)
             for k, chosen in zip(self.sites, paths):
                 if chosen is not None:
-                    copy_ops[k].attributes[PATH_ATTR] = path_attr(chosen)
+                    copy_ops[k].attributes[PATH_ATTR] = path_attr(chosen[0])
+                    copy_ops[k].attributes[ORDERS_ATTR] = orders_attr(chosen[1])
             variant = self.by_path[pkey] = self.lowered.with_module(copy)
             if self.on_variant is not None:
                 self.on_variant(variant)
