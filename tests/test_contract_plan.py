@@ -261,3 +261,30 @@ def test_planned_orders_that_do_not_fit_the_path_are_ignored():
     for bad in ([("i", "j"), ("i", "l")], [("i", "k"), ("l", "i")], [("i", "k")]):
         op.attributes["orders"] = orders_attr(bad)
         assert orders_of(op, names, out, path) is None, bad
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["A_B", "B_A"])
+def test_batch_in_the_middle_copies_keep_rows_contiguous(swap: bool):
+    """With the batch index in the middle every operand is copied; of the equally sized copies the layout keeps
+    each tensor's innermost axis innermost (row copies, not strided transposes), whichever factor comes first."""
+    a, b = ("i", "b", "j"), ("j", "b", "k")
+    if swap:
+        a, b = b, a
+    layout = gemm_layout(a, b, ("i", "b", "k"), {"b": 32, "i": 128, "j": 128, "k": 128})
+    assert layout is not None
+    assert layout.a[0] == layout.b[0] == layout.c[0] == "b"  # a batched GEMM over copies
+    for src, dst in ((a, layout.a), (b, layout.b), (layout.c, ("i", "b", "k"))):
+        assert src[-1] == dst[-1], (src, dst)
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["A_B", "B_A"])
+def test_batch_last_copies_rotate_rather_than_reverse(swap: bool):
+    """With the batch index last it must move out of every operand: each copy brings the operand's
+    second-innermost axis innermost (reads strided by one row) rather than its outermost (strided by a plane)."""
+    a, b = ("i", "j", "b"), ("j", "k", "b")
+    if swap:
+        a, b = b, a
+    layout = gemm_layout(a, b, ("i", "k", "b"), {"b": 32, "i": 128, "j": 128, "k": 128})
+    assert layout is not None
+    for src, dst in ((a, layout.a), (b, layout.b)):
+        assert dst == ("b", *src[:-1]), (src, dst)

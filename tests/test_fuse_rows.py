@@ -13,9 +13,8 @@ import pytest
 
 from fuse_mlir import Program
 from fuse_mlir.dialects import loop
-from fuse_mlir.ir import parse_mlir
-from fuse_mlir.passes.lowering import lower_to_loop
 from fuse_mlir.targets import get_target
+from tests.rows import same_results, top_level_loops
 
 PROGRAMS = {
     "softmax": "Y[r, c.] = softmax(X[r, c])\nexport Y",
@@ -49,13 +48,6 @@ def _inputs(name: str, rows: int, cols: int, special: bool, dtype: type) -> dict
     return {"X": x}
 
 
-def _same(got: dict, ref: dict, rtol: float) -> None:
-    assert list(got) == list(ref)
-    for k in ref:
-        assert got[k].dtype == ref[k].dtype and got[k].shape == ref[k].shape, k
-        np.testing.assert_allclose(got[k], ref[k], rtol=rtol, atol=rtol, err_msg=k)
-
-
 SHAPES = [(7, 13), (1, 1), (5, 0), (0, 5), (3, 64)]
 
 
@@ -76,18 +68,11 @@ def test_row_programs_agree_with_the_reference(name, shape, special):
             *(prog.compile("llvm", pipeline=p, threads=2, parallel_min=0) for p in FORCED.values()),
         ]
         for run in runs:
-            _same(run(**inputs), ref, rtol)
-
-
-def _top_level_loops(src: str, pipeline: str | None = None) -> list[loop.ForOp]:
-    te = parse_mlir(Program(src).to_mlir({"X": "float64"}))
-    module = lower_to_loop(te, pipeline=pipeline)
-    func = next(iter(module.body.block.ops))
-    return [op for op in func.regions[0].block.ops if isinstance(op, loop.ForOp)]
+            same_results(run(**inputs), ref, rtol)
 
 
 def test_softmax_phases_become_one_nest_with_forwarded_row_values():
-    fused = _top_level_loops(PROGRAMS["softmax"], FORCED["fused"])
+    fused = top_level_loops(PROGRAMS["softmax"], FORCED["fused"])
     assert len(fused) == 1
     inner = [op for op in fused[0].body.block.ops if isinstance(op, loop.ForOp)]
     assert len(inner) == 3  # max, exp-sum, normalise: sequential phases of one row
@@ -101,10 +86,10 @@ def test_softmax_phases_become_one_nest_with_forwarded_row_values():
 
 
 def test_default_keeps_the_unfused_nests_as_the_fallback_for_big_rows():
-    loops = _top_level_loops(PROGRAMS["softmax"], BASE + ",fuse-rows")
+    loops = top_level_loops(PROGRAMS["softmax"], BASE + ",fuse-rows")
     assert len(loops) == 4  # the fused nest, then the three phase nests over the rows it leaves
     assert all(op.lower is loops[0].upper for op in loops[1:])
-    assert len(_top_level_loops(PROGRAMS["softmax"], BASE + ",fuse-rows{row-cache-bytes=0}")) == 3
+    assert len(top_level_loops(PROGRAMS["softmax"], BASE + ",fuse-rows{row-cache-bytes=0}")) == 3
 
 
 def test_a_row_that_does_not_fit_the_threshold_takes_the_fallback():
@@ -112,17 +97,19 @@ def test_a_row_that_does_not_fit_the_threshold_takes_the_fallback():
     x = np.random.default_rng(0).standard_normal((4, 300))
     ref = prog.compile("reference")(X=x)
     small = BASE + ",fuse-rows{row-cache-bytes=4096}"  # a row of X and of Y is 4800 bytes: too big
-    _same(prog.compile("llvm", pipeline=small)(X=x), ref, 1e-10)
+    same_results(prog.compile("llvm", pipeline=small)(X=x), ref, 1e-10)
     narrow = x[:, :100]  # 1600 bytes per row: fits, the fused nest runs
-    _same(prog.compile("llvm", pipeline=small)(X=narrow), prog.compile("reference")(X=narrow), 1e-10)
+    same_results(prog.compile("llvm", pipeline=small)(X=narrow), prog.compile("reference")(X=narrow), 1e-10)
 
 
 def test_a_reduction_read_at_another_row_is_not_fused():
     src = "M[r] max= X[r, c]\nY[r, c] = X[r, c] - M[0]\nexport Y"
-    loops = _top_level_loops(src, FORCED["fused"])
+    loops = top_level_loops(src, FORCED["fused"])
     assert len(loops) == 2
     x = np.random.default_rng(1).standard_normal((5, 7))
-    _same(Program(src).compile("llvm", pipeline=FORCED["fused"])(X=x), Program(src).compile("reference")(X=x), 1e-12)
+    same_results(
+        Program(src).compile("llvm", pipeline=FORCED["fused"])(X=x), Program(src).compile("reference")(X=x), 1e-12
+    )
 
 
 REDUCE_AND_STORE = {
@@ -154,11 +141,11 @@ def test_a_reduction_also_stores_the_value_it_reduces(name, n, special):
         prog.compile("llvm"),
         prog.compile("llvm", threads=2, parallel_min=0),
     ):
-        _same(run(**inputs), ref, 1e-10)
+        same_results(run(**inputs), ref, 1e-10)
 
 
 def test_the_map_and_the_reduction_are_one_loop_nest():
-    loops = _top_level_loops(REDUCE_AND_STORE["sum_max_and_value"])
+    loops = top_level_loops(REDUCE_AND_STORE["sum_max_and_value"])
     assert len(loops) == 1 and len(loops[0].inits) == 2 and loops[0].parallel is not None
     assert not [
         op

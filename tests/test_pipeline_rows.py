@@ -17,10 +17,10 @@ from xdsl.dialects import arith
 from fuse_mlir import Program
 from fuse_mlir.dialects import loop
 from fuse_mlir.ir import parse_mlir
-from fuse_mlir.passes.lowering import lower_to_loop
 from fuse_mlir.passes.pipeline import Pipeline
 from fuse_mlir.passes.transforms.pipeline_rows import PipelineRows
 from fuse_mlir.targets import get_target
+from tests.rows import same_results, top_level_loops
 
 PROGRAMS = {
     "logsumexp": "L[r] = logsumexp(X[r, c])\nexport L",
@@ -53,13 +53,6 @@ def _inputs(rows: int, cols: int, special: bool, dtype: type) -> dict[str, np.nd
     return {"X": x}
 
 
-def _same(got: dict, ref: dict, rtol: float) -> None:
-    assert list(got) == list(ref)
-    for k in ref:
-        assert got[k].dtype == ref[k].dtype and got[k].shape == ref[k].shape, k
-        np.testing.assert_allclose(got[k], ref[k], rtol=rtol, atol=rtol, err_msg=k)
-
-
 @pytest.mark.parametrize("name", PROGRAMS)
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{r}x{c}" for r, c in SHAPES])
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "nan_inf"])
@@ -69,8 +62,8 @@ def test_pipelined_row_programs_agree_with_the_reference(name, shape, special):
         inputs = _inputs(*shape, special, dtype)
         ref = prog.compile("reference")(**inputs)
         for spec in FORCED.values():
-            _same(prog.compile("llvm", pipeline=spec)(**inputs), ref, rtol)
-            _same(prog.compile("llvm", pipeline=spec, threads=2, parallel_min=0)(**inputs), ref, rtol)
+            same_results(prog.compile("llvm", pipeline=spec)(**inputs), ref, rtol)
+            same_results(prog.compile("llvm", pipeline=spec, threads=2, parallel_min=0)(**inputs), ref, rtol)
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "layernorm"])
@@ -82,14 +75,7 @@ def test_a_donated_input_written_in_place_row_by_row(name):
     for spec in FORCED.values():
         for threads in (1, 2):
             run = prog.compile("llvm", pipeline=spec, donate=["X"], threads=threads, parallel_min=0)
-            _same(run(X=x.copy()), ref, 1e-10)
-
-
-def _top_level_loops(src: str, pipeline: str | None = None) -> list[loop.ForOp]:
-    te = parse_mlir(Program(src).to_mlir({"X": "float64"}))
-    module = lower_to_loop(te, pipeline=pipeline)
-    func = next(iter(module.body.block.ops))
-    return [op for op in func.regions[0].block.ops if isinstance(op, loop.ForOp)]
+            same_results(run(X=x.copy()), ref, 1e-10)
 
 
 def _pipelined(nest: loop.ForOp) -> bool:
@@ -100,7 +86,7 @@ def _pipelined(nest: loop.ForOp) -> bool:
 
 
 def test_the_default_pipeline_runs_the_row_max_one_row_ahead():
-    nests = _top_level_loops(PROGRAMS["logsumexp"])
+    nests = top_level_loops(PROGRAMS["logsumexp"])
     assert _pipelined(nests[0])
     rows = [op for op in nests[0].body.block.ops if isinstance(op, loop.ForOp)][1]
     merged = [op for op in rows.body.block.ops if isinstance(op, loop.ForOp)]
@@ -109,8 +95,8 @@ def test_the_default_pipeline_runs_the_row_max_one_row_ahead():
 
 def test_a_light_second_phase_is_left_alone_at_the_default():
     """Variance's squared deviations are memory-bound: reading two rows at once would only cost."""
-    assert not any(_pipelined(n) for n in _top_level_loops(PROGRAMS["variance"]))
-    forced = _top_level_loops(PROGRAMS["variance"], FORCED["rows16_blocks64"])
+    assert not any(_pipelined(n) for n in top_level_loops(PROGRAMS["variance"]))
+    forced = top_level_loops(PROGRAMS["variance"], FORCED["rows16_blocks64"])
     assert _pipelined(forced[0])
 
 

@@ -135,7 +135,10 @@ def gemm_layout(
     copying one or more of lhs, rhs and the result into ``[batch, M, K]`` /
     ``[batch, K, M]``-style orders, with each group's order taken from one of
     the three tensors, is weighed by the elements it copies (``extents``,
-    where known, else :data:`ASSUMED_EXTENT`); a ``free`` operand (an
+    where known, else :data:`ASSUMED_EXTENT`; a copy that moves the innermost
+    axis counts :data:`TRANSPOSE_COST` times, or once more when it brings an
+    axis from further out innermost, so of equal copies the one that keeps
+    rows contiguous wins); a ``free`` operand (an
     intermediate whose producer can write any order) costs nothing to
     reorder, and then its order follows ``out``'s. None when no index grouping
     fits: an index on one operand only that the result lacks (it is summed
@@ -170,10 +173,30 @@ def gemm_layout(
         b_opts = [*_long_last(bt, k, n, size), b] if free[1] else [b, bt + k + n, bt + n + k]
         c_opts = [out, bt + m + n, bt + n + m]
         for la, lb, lc in itertools.product(a_opts, b_opts, c_opts):
-            cost = (la != a and not free[0]) * size(a) + (lb != b and not free[1]) * size(b) + (lc != out) * size(out)
+            cost = (
+                (not free[0]) * copy_cost(a, la, size)
+                + (not free[1]) * copy_cost(b, lb, size)
+                + copy_cost(lc, out, size)
+            )
             if (best is None or cost < best[0]) and _fits(la, lb, lc):
                 best = (cost, GemmLayout(la, lb, lc))
     return None if best is None else best[1]
+
+
+TRANSPOSE_COST = 3
+"""Weight of a copy whose innermost axis was the source's second-innermost, against one that keeps the innermost
+axis (per element): the first reads with the stride of one row on every element, the second copies whole rows.
+A copy that brings an axis further out innermost weighs one more (its reads stride over whole planes)."""
+
+
+def copy_cost(src: tuple[str, ...], dst: tuple[str, ...], size: Callable[[Sequence[str]], int]) -> int:
+    """What copying a tensor from axis order ``src`` into ``dst`` costs: nothing when equal, else its elements,
+    weighted by how far out in ``src`` the axis that ``dst`` makes innermost lies (:data:`TRANSPOSE_COST`)."""
+    if src == dst:
+        return 0
+    depth = len(src) - 1 - src.index(dst[-1])  # 0: the innermost axis stays innermost
+    weight = 1 if depth == 0 else TRANSPOSE_COST if depth == 1 else TRANSPOSE_COST + 1
+    return size(src) * weight
 
 
 def _long_last(
