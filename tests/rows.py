@@ -24,3 +24,18 @@ def top_level_loops(src: str, pipeline: str | None = None) -> list[loop.ForOp]:
     module = lower_to_loop(te, pipeline=pipeline)
     func = next(iter(module.body.block.ops))
     return [op for op in func.regions[0].block.ops if isinstance(op, loop.ForOp)]
+
+
+def row_matrix(rows: int, cols: int, special: bool, dtype: type) -> np.ndarray:
+    """A standard-normal ``rows`` x ``cols`` matrix (seeded by its shape); ``special``: a NaN at [0, 0], +inf at
+    [1, -1], row 2 all -inf and row 5 all +inf, where the matrix has them (what the row kernels must get right)."""
+    x = np.random.default_rng(rows * 31 + cols).standard_normal((rows, cols)).astype(dtype)
+    if special and x.size:
+        x[0, 0] = np.nan
+        if rows > 1:
+            x[1, -1] = np.inf
+        if rows > 2:
+            x[2, :] = -np.inf
+        if rows > 5:
+            x[5, :] = np.inf
+    return x

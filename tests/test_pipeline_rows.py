@@ -20,7 +20,7 @@ from fuse_mlir.ir import parse_mlir
 from fuse_mlir.passes.pipeline import Pipeline
 from fuse_mlir.passes.transforms.pipeline_rows import PipelineRows
 from fuse_mlir.targets import get_target
-from tests.rows import same_results, top_level_loops
+from tests.rows import row_matrix, same_results, top_level_loops
 
 PROGRAMS = {
     "logsumexp": "L[r] = logsumexp(X[r, c])\nexport L",
@@ -40,26 +40,13 @@ FORCED = {
 SHAPES = [(7, 13), (1, 1), (5, 0), (0, 5), (40, 9), (130, 3)]
 
 
-def _inputs(rows: int, cols: int, special: bool, dtype: type) -> dict[str, np.ndarray]:
-    x = np.random.default_rng(rows * 31 + cols).standard_normal((rows, cols)).astype(dtype)
-    if special and x.size:
-        x[0, 0] = np.nan
-        if rows > 1:
-            x[1, -1] = np.inf
-        if rows > 2:
-            x[2, :] = -np.inf
-        if rows > 5:
-            x[5, :] = np.inf
-    return {"X": x}
-
-
 @pytest.mark.parametrize("name", PROGRAMS)
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{r}x{c}" for r, c in SHAPES])
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "nan_inf"])
 def test_pipelined_row_programs_agree_with_the_reference(name, shape, special):
     prog = Program(PROGRAMS[name])
     for dtype, rtol in ((np.float64, 1e-10), (np.float32, 3e-5)):
-        inputs = _inputs(*shape, special, dtype)
+        inputs = {"X": row_matrix(*shape, special, dtype)}
         ref = prog.compile("reference")(**inputs)
         for spec in FORCED.values():
             same_results(prog.compile("llvm", pipeline=spec)(**inputs), ref, rtol)
