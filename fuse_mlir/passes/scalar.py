@@ -111,7 +111,7 @@ class Body:
             assert f, "integer true division is lowered through float"
             return self.add(arith.DivfOp(a, b))
         if op == "pow":
-            k = _constant_of(b)
+            k = constant_of(b)
             if k is not None and float(k) in (1.0, 2.0, 3.0, 4.0):
                 # Small integer exponents are products: what pow returns for them, and vectorisable.
                 n = int(k)
@@ -282,7 +282,7 @@ class Body:
         return self.binary("add", left, right, dtype)
 
 
-def _constant_of(v: SSAValue) -> float | int | None:
+def constant_of(v: SSAValue) -> float | int | None:
     """The value of an ``arith.constant`` scalar, else None."""
     op = v.owner
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, FloatAttr | IntegerAttr):

@@ -34,6 +34,7 @@ from fuse_mlir.dialects.abi import entry_block
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.passes.scalar import constant_of
 from fuse_mlir.passes.statistics import count
 
 BLOCKED = "checked_blocks"
@@ -41,14 +42,6 @@ BLOCKED = "checked_blocks"
 
 BLOCK = 1024
 """Default iterations per checked block (the block's indices stay in L1 between the check and the body)."""
-
-
-def _is_const(v: SSAValue, value: int) -> bool:
-    owner = v.owner
-    if not isinstance(owner, arith.ConstantOp):
-        return False
-    a = owner.value
-    return isinstance(a, IntegerAttr) and a.value.data == value
 
 
 def _condition_slice(body: Block, checks: Sequence[loop.CheckOp]) -> list[Operation] | None:
@@ -91,7 +84,7 @@ class _Blocker:
     def candidates(self) -> list[loop.ForOp]:
         out = []
         for op in self.top.walk():
-            if not isinstance(op, loop.ForOp) or not _is_const(op.step, 1):
+            if not isinstance(op, loop.ForOp) or constant_of(op.step) != 1:
                 continue
             body = op.body.block
             if any(isinstance(x, loop.ForOp | loop.WhileOp) for x in body.ops):

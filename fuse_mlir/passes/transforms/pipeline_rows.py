@@ -49,6 +49,7 @@ from fuse_mlir.dialects.abi import entry_block
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
+from fuse_mlir.passes.scalar import constant_of
 from fuse_mlir.passes.statistics import count
 from fuse_mlir.passes.transforms.fuse_rows import FALLBACK
 
@@ -67,13 +68,6 @@ norm 9.35 -> 9.53 ms pipelined, against logsumexp 11.77 -> 11.23 ms and softmax 
 (expanded exp, about 60 ops)."""
 
 
-def _is_const(v: SSAValue, value: int) -> bool:
-    owner = v.owner
-    return (
-        isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr) and owner.value.value.data == value
-    )
-
-
 def _outside(v: SSAValue, nest: loop.ForOp) -> bool:
     """Whether ``v`` is defined outside ``nest`` (an operand the nest only reads)."""
     owner = v.owner
@@ -87,7 +81,7 @@ def _outside(v: SSAValue, nest: loop.ForOp) -> bool:
 
 def _phases(nest: loop.ForOp, min_ops: int) -> tuple[loop.ForOp, loop.ForOp] | None:
     """The first two phases (P1, P2) of a nest this pass may pipeline (P2 with ``min_ops`` ops or more), or None."""
-    if nest.inits or nest.parallel is None or FALLBACK in nest.attributes or not _is_const(nest.step, 1):
+    if nest.inits or nest.parallel is None or FALLBACK in nest.attributes or constant_of(nest.step) != 1:
         return None
     body = nest.body.block
     iv = body.args[0]
@@ -173,7 +167,7 @@ def _pipeline(nest: loop.ForOp, p1: loop.ForOp, p2: loop.ForOp, rows_per_block: 
         if isinstance(op, loop.YieldOp):
             continue
         if op is p2:
-            ahead = _merged(p1, p2, iv, row, nxt, mapper, rows_block)
+            ahead = _merged(p1, p2, iv, nxt, mapper, rows_block)
             continue
         rows_block.add_op(op.clone(value_mapper=mapper))
     rows_block.add_op(loop.YieldOp(ahead))
@@ -191,12 +185,11 @@ def _merged(
     p1: loop.ForOp,
     p2: loop.ForOp,
     iv: SSAValue,
-    row: SSAValue,
     nxt: SSAValue,
     mapper: dict[SSAValue, SSAValue],
     out: Block,
 ) -> list[SSAValue]:
-    """Append one loop running ``p2`` for ``row`` and ``p1`` for ``nxt``; map ``p2``'s results; ``p1``'s results."""
+    """Append one loop running ``p2`` for the row ``mapper`` maps ``iv`` to and ``p1`` for ``nxt``; map ``p2``'s results; ``p1``'s results."""
     inits = [mapper.get(v, v) for v in p2.inits] + list(p1.inits)
     block = Block(arg_types=[IndexType(), *(v.type for v in inits)])
     c = block.args[0]
