@@ -34,9 +34,12 @@ UNARY: dict[str, type[Operation]] = {
 }
 
 
-def math_kernel(fn: str, dtype: np.dtype | type, strict: bool = False) -> Callable[..., np.ndarray]:
+def math_kernel(
+    fn: str, dtype: np.dtype | type, strict: bool = False, native_ldexp: bool | None = None
+) -> Callable[..., np.ndarray]:
     """A native function computing ``fn`` (a key of :data:`UNARY`, or ``"pow"``) over 1-D arrays of
-    ``dtype``; ``strict`` keeps the libm call instead of the expansion."""
+    ``dtype``; ``strict`` keeps the libm call instead of the expansion; ``native_ldexp`` picks how the
+    expansions' final scale lowers (None: the host's choice)."""
     from fuse_mlir.program import Program
 
     binary = fn == "pow"
@@ -60,7 +63,7 @@ def math_kernel(fn: str, dtype: np.dtype | type, strict: bool = False) -> Callab
         ExpandMath().apply(ctx, module)
     LowerEwToLoop().apply(ctx, module)
     module.verify()
-    kernel = NativeKernel(module, strict=strict)
+    kernel = NativeKernel(module, strict=strict, ldexp=native_ldexp)
 
     def run(*arrays: np.ndarray) -> np.ndarray:
         return kernel(list(arrays))[0]

@@ -42,9 +42,10 @@ def make_context(*, allow_unregistered: bool = False) -> Context:
     from fuse_mlir.dialects.abi import Fuse
     from fuse_mlir.dialects.elemwise import Elemwise
     from fuse_mlir.dialects.loop import Loop
+    from fuse_mlir.mathlib.ops import MathX
 
     ctx = Context(allow_unregistered=allow_unregistered)
-    for dialect in (Builtin, Arith, Math, Func, Cf, LLVM, TensorEq, Elemwise, Loop, Fuse):
+    for dialect in (Builtin, Arith, Math, MathX, Func, Cf, LLVM, TensorEq, Elemwise, Loop, Fuse):
         ctx.load_dialect(dialect)
     return ctx
 

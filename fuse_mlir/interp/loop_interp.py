@@ -283,6 +283,7 @@ SCALAR_OPS: dict[str, Callable[[Operation, list[Any]], Any]] = {
     "math.copysign": _float_binary(np.copysign),
     "math.fpowi": lambda op, v: _float(np.power(v[0], _signed(v[1], op.operands[1].type)), _rtype(op)),
     "math.fma": lambda op, v: _float(v[0] * v[1] + v[2], _rtype(op)),
+    "mathx.ldexp": lambda op, v: _float(np.ldexp(v[0], _signed(v[1], op.operands[1].type)), _rtype(op)),
     "math.absi": lambda op, v: make_int(abs(_signed(v[0], _rtype(op))), _rtype(op)),
     "math.ipowi": _ipowi,
 }

@@ -16,6 +16,8 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult
 
+from fuse_mlir.mathlib.ops import SCALAR_DIALECTS
+
 _LABEL_ATTRS = ("name", "fn", "kind", "sym_name", "callee")
 
 
@@ -159,7 +161,7 @@ def _kernel_label(op: Operation, number: int) -> str:
     fors = [o for o in op.walk() if o.name == "loop.for"]
     depth = max((_for_depth(o, op) for o in fors), default=0)
     head = f"kernel {number}: {op_label(op)}" + (f" (depth {depth})" if depth > 1 else "")
-    names = sorted({o.name.split(".", 1)[-1] for o in inner if o.name.split(".")[0] in ("arith", "math", "te")})
+    names = sorted({o.name.split(".", 1)[-1] for o in inner if o.name.split(".")[0] in (*SCALAR_DIALECTS, "te")})
     body = [n for n in names if n not in ("constant", "yield", "index_cast", "addi", "muli", "cmpi", "select")]
     return head + (f"\n{', '.join(body[:8])}{' ...' if len(body) > 8 else ''}" if body else "")
 

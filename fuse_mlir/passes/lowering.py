@@ -63,7 +63,12 @@ def lower_to_loop(
 
 
 def lower_to_llvm(
-    loop_module: ModuleOp, *, strict: bool = False, threads: int = 1, parallel_min: int = PARALLEL_MIN
+    loop_module: ModuleOp,
+    *,
+    strict: bool = False,
+    threads: int = 1,
+    parallel_min: int = PARALLEL_MIN,
+    native_ldexp: bool = False,
 ) -> ModuleOp:
     """A copy of a loop-level module lowered to the llvm dialect by the registered ``lower-loop-to-llvm`` pass.
 
@@ -71,7 +76,9 @@ def lower_to_llvm(
     other lowering (so the native runtime depends on the pass registry, not on the lowering's module). An error
     the lowering raises on a malformed loop module (a ``ValueError``) comes through unchanged.
     """
-    pass_ = get_pass("lower-loop-to-llvm").cls(strict=strict, threads=threads, parallel_min=parallel_min)  # type: ignore[call-arg]
+    pass_ = get_pass("lower-loop-to-llvm").cls(  # type: ignore[call-arg]
+        strict=strict, threads=threads, parallel_min=parallel_min, native_ldexp=native_ldexp
+    )
     module = loop_module.clone()
     try:
         Pipeline([pass_]).run(module)

@@ -201,6 +201,15 @@ class JitFunction:
 
 
 @functools.cache
+def native_ldexp() -> bool:
+    """Whether the host has AVX-512F, whose ``vscalefpd``/``vscalefps`` LLVM turns a vector ``llvm.ldexp`` into
+    (elsewhere LLVM unrolls it into scalar code, so ``mathx.ldexp`` lowers to two multiplies instead). The choice
+    follows the host like the rest of the machine code, so :func:`target_fingerprint` covers it."""
+    _init()
+    return bool(llvm.get_host_cpu_features().get("avx512f", False))
+
+
+@functools.cache
 def target_fingerprint() -> str:
     """What machine code depends on besides the IR: triple, host CPU name and features, LLVM and llvmlite versions."""
     import llvmlite

@@ -53,7 +53,7 @@ from . import (
     blas,  # noqa: F401 - registers the BLAS symbols' provider (fuse_dgemm, fuse_sgemm)
 )
 from .arena import DATA_OFFSET, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
-from .jit import JitFunction, emit_assembly, jit_units, optimize_ir, register_symbol
+from .jit import JitFunction, emit_assembly, jit_units, native_ldexp, optimize_ir, register_symbol
 from .recycle import hand_out
 
 if TYPE_CHECKING:
@@ -430,7 +430,8 @@ class _Slot:
 class NativeKernel:
     """A loop-level module compiled to native code; call it with the input/source arrays in slot order.
 
-    ``NativeKernel(module, constants, strict, opt_level, threads=, parallel_min=)`` compiles;
+    ``NativeKernel(module, constants, strict, opt_level, threads=, parallel_min=, ldexp=)`` compiles
+    (``ldexp``: whether ``mathx.ldexp`` lowers to ``llvm.ldexp``; None: the host's choice, :func:`.jit.native_ldexp`);
     :meth:`from_parts` rebuilds one from a :class:`KernelSpec` and loaded
     machine code (the disk cache).
     """
@@ -445,6 +446,7 @@ class NativeKernel:
         keep_object: bool = False,
         threads: int = 1,
         parallel_min: int | None = None,
+        ldexp: bool | None = None,
     ):
         from fuse_mlir.passes.lowering import lower_to_llvm
         from fuse_mlir.targets import PARALLEL_MIN
@@ -461,7 +463,13 @@ class NativeKernel:
         self.threads = threads
         self.parallel_min = parallel_min
         spec = KernelSpec.from_module(module, constants or {})
-        lowered = lower_to_llvm(module, strict=strict, threads=threads, parallel_min=parallel_min)
+        lowered = lower_to_llvm(
+            module,
+            strict=strict,
+            threads=threads,
+            parallel_min=parallel_min,
+            native_ldexp=native_ldexp() if ldexp is None else ldexp,
+        )
         t1 = time.perf_counter()
         self._llvm_module: ModuleOp | None = lowered
         self._llvm_ir: str | None = None

@@ -65,6 +65,15 @@ def compile_numba(
     at the loop level (as the llvm backend does) and compiles with numba's own ``boundscheck=True``."""
     t0 = time.perf_counter()
     loop_module = lower_to_loop(te_module, target="numba", opt_level=opt_level, strict=True, check_bounds=check_bounds)
+    return numba_program(loop_module, parallel, check_bounds, started=t0)
+
+
+def numba_program(
+    loop_module: ModuleOp, parallel: bool = True, check_bounds: bool = False, *, started: float | None = None
+) -> NumbaProgram:
+    """Render a loop-level module (any pipeline's: expanded math included) and ``njit`` it, cached by its text.
+    ``started``: when the caller began (its lowering counts in the compile time)."""
+    t0 = time.perf_counter() if started is None else started
     text = print_module(loop_module)
     key = hashlib.sha256(f"{parallel}|{check_bounds}|".encode() + text.encode()).hexdigest()
     with _LOCK:

@@ -37,6 +37,7 @@ from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.abi import LoopAbi
 from fuse_mlir.interp.loop_interp import buffer_dtype, main_function
+from fuse_mlir.mathlib.ops import is_scalar_op
 
 _CMPI = arith.CMPI_COMPARISON_OPERATIONS
 _CMPF = arith.CMPF_COMPARISON_OPERATIONS
@@ -138,6 +139,7 @@ _EXPR: dict[str, str] = {
     "math.copysign": "np.copysign({0}, {1})",
     "math.fpowi": "np.power({0}, {t0}({1}))",
     "math.fma": "{0} * {1} + {2}",
+    "mathx.ldexp": "np.ldexp({0}, {1})",
     "math.absi": "abs({0})",
     "math.ipowi": "_k.ipowi({0}, {1})",
 }
@@ -246,7 +248,7 @@ class Renderer:
         if op.name == "arith.constant":
             self.constant(op, depth)
             return
-        if op.regions or len(op.results) != 1 or op.name.split(".")[0] not in ("arith", "math"):
+        if len(op.results) != 1 or not is_scalar_op(op):
             raise FuseError(f"the numba backend cannot render '{op.name}'")
         result = op.results[0]
         vals = [self.name(v) for v in op.operands]

@@ -76,6 +76,7 @@ from fuse_mlir.dialects.abi import (
     reuse_table,
 )
 from fuse_mlir.dialects.types import I8, I32, I64, PTR
+from fuse_mlir.mathlib.ops import is_scalar_op
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import (
@@ -201,7 +202,7 @@ class _Lowering(FunctionBuilder):
             self.lower_host_call(op)
         elif name == "func.return":
             self.emit(llvm.ReturnOp(self.const(0, I32)))
-        elif name.startswith(("arith.", "math.")):
+        elif is_scalar_op(op):
             self.lower_scalar(op)
         else:
             raise ValueError(f"lower-loop-to-llvm: cannot lower {name}")
@@ -434,7 +435,13 @@ def _entry_func(module: ModuleOp) -> FuncFuncOp:
     raise FuseError(f"lower-loop-to-llvm: the module has no func.func @{ENTRY} (expected the loop level)")
 
 
-def lower_module(module: ModuleOp, strict: bool = False, threads: int = 1, parallel_min: int = PARALLEL_MIN) -> None:
+def lower_module(
+    module: ModuleOp,
+    strict: bool = False,
+    threads: int = 1,
+    parallel_min: int = PARALLEL_MIN,
+    native_ldexp: bool = False,
+) -> None:
     """Replace the loop-level ``fuse_main`` of ``module`` (in place) by its llvm-dialect form and declarations.
 
     Each top-level loop nest becomes its own internal function; with
@@ -452,6 +459,7 @@ def lower_module(module: ModuleOp, strict: bool = False, threads: int = 1, paral
         threads,
         parallel_min,
         shared_allocs=frozenset(k for k, _ in reuse_table(module)),
+        native_ldexp=native_ldexp,
     )
     new_ops = _Lowering(shared).run(func)
     block = module.body.block
@@ -503,7 +511,18 @@ builtin.module attributes {fuse.args = [#fuse.arg<"x", input>], fuse.results = [
     strict: bool = option(False, help="emit no fast-math flags at all (not even reassoc on reductions)")
     threads: int = option(1, help="split parallel loop nests over this many threads (1: none)")
     parallel_min: int = option(PARALLEL_MIN, help="least work (loop iterations) for which a nest is split")
+    native_ldexp: bool = option(
+        False,
+        help="lower mathx.ldexp to llvm.ldexp (one vscalefpd on AVX-512; the JIT sets it on such hosts) instead of "
+        "two multiplies by exponent-built powers of two",
+    )
 
     def run(self, ctx: Context, module: ModuleOp, analyses: AnalysisManager) -> bool:
-        lower_module(module, strict=self.strict, threads=self.threads, parallel_min=self.parallel_min)
+        lower_module(
+            module,
+            strict=self.strict,
+            threads=self.threads,
+            parallel_min=self.parallel_min,
+            native_ldexp=self.native_ldexp,
+        )
         return True

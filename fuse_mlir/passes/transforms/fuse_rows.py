@@ -48,6 +48,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.abi import entry_block, reuse_table
+from fuse_mlir.mathlib.ops import is_scalar_op
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import byte_size
@@ -336,7 +337,7 @@ def _keys(loop_op: loop.ForOp) -> dict[SSAValue, tuple] | None:
             return None
         if isinstance(op, loop.YieldOp | loop.StoreOp | loop.CheckOp) or len(op.results) != 1:
             continue
-        if not (op.name.startswith(("arith.", "math.")) or isinstance(op, loop.LoadOp)):
+        if not (is_scalar_op(op) or isinstance(op, loop.LoadOp)):
             continue
         parts: list[object] = [op.name, str(sorted((k, str(v)) for k, v in op.properties.items()))]
         ok = True
@@ -438,9 +439,9 @@ def _reuse_phase_values(body: Block) -> None:
 
 
 def _erase_dead(block: Block) -> None:
-    """Erase the block's pure ops (arith, math, loads) whose results nothing uses, last first."""
+    """Erase the block's pure ops (scalar ops, loads) whose results nothing uses, last first."""
     for op in reversed(list(block.ops)):
-        pure = op.name.startswith(("arith.", "math.")) or isinstance(op, loop.LoadOp)
+        pure = is_scalar_op(op) or isinstance(op, loop.LoadOp)
         if pure and not op.regions and all(not r.uses for r in op.results):
             op.detach()
             op.erase()

@@ -46,6 +46,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.abi import entry_block
+from fuse_mlir.mathlib.ops import is_scalar_op
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.registry import register_pass
@@ -94,7 +95,7 @@ def _phases(nest: loop.ForOp, min_ops: int) -> tuple[loop.ForOp, loop.ForOp] | N
         return None
     p1, p2 = ops[loops[0]], ops[loops[1]]
     assert isinstance(p1, loop.ForOp) and isinstance(p2, loop.ForOp)
-    if any(op.regions or not op.name.startswith(("arith.", "math.")) for op in ops[: loops[0]]):
+    if not all(is_scalar_op(op) for op in ops[: loops[0]]):
         return None
     if not p1.inits or (p1.lower, p1.upper, p1.step) != (p2.lower, p2.upper, p2.step):
         return None
@@ -104,7 +105,7 @@ def _phases(nest: loop.ForOp, min_ops: int) -> tuple[loop.ForOp, loop.ForOp] | N
         return None
     inner = p1.body.block
     for op in inner.ops:
-        if op.regions or not (op.name.startswith(("arith.", "math.")) or isinstance(op, loop.LoadOp | loop.YieldOp)):
+        if not (is_scalar_op(op) or isinstance(op, loop.LoadOp | loop.YieldOp)):
             return None
         for v in op.operands:
             owner = v.owner
