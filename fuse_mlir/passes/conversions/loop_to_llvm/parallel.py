@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects import llvm
+from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, IntegerAttr, IntegerType, MemRefType, UnitAttr
 from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -134,6 +134,23 @@ def _free_values(op: Operation) -> list[SSAValue]:
     return out
 
 
+def _trip_bound(parent: FunctionBuilder, o: loop.ForOp, free: Sequence[SSAValue]) -> SSAValue | None:
+    """A value defined outside the nest that bounds inner loop ``o``'s trip count, for the nest's work
+    estimate: ``n`` for a loop over [0, n), ``k`` for a tile over [s, min(s + k, e)) (``pipeline-rows``'
+    blocks of rows, any strip-mined loop); None when neither shape fits."""
+    if o.lower in free and o.upper in free and is_const(parent.v(o.lower), 0):
+        return o.upper
+    up = o.upper.owner
+    if isinstance(up, arith.MinSIOp):
+        for side in up.operands:
+            add = side.owner
+            if isinstance(add, arith.AddiOp) and o.lower in add.operands:
+                k = add.rhs if add.lhs is o.lower else add.lhs
+                if k in free:
+                    return k
+    return None
+
+
 def _const_op(v: SSAValue) -> llvm.ConstantOp | None:
     return v.owner if isinstance(v.owner, llvm.ConstantOp) else None
 
@@ -236,17 +253,9 @@ class Nest:
         work: list[SSAValue] = []
         if folds is not None:
             for o in inner_ops:
-                # An inner loop over [0, free extent): its lower bound may be computed inside the nest.
-                if (
-                    isinstance(o, loop.ForOp)
-                    and o is not op
-                    and o.upper in free
-                    and o.lower in free
-                    and is_const(parent.v(o.lower), 0)
-                ):
-                    w = parent.v(o.upper)
-                    if w not in work:
-                        work.append(w)
+                bound = _trip_bound(parent, o, free) if isinstance(o, loop.ForOp) and o is not op else None
+                if bound is not None and parent.v(bound) not in work:
+                    work.append(parent.v(bound))
         return Nest(parent, op, name, passed, carried, needs_rt, folds, work)
 
     def call_serial(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue]) -> list[SSAValue]:
