@@ -5,7 +5,14 @@ implementations are prepared (compiled, warmed up, checked), then timed in
 interleaved rounds in a shuffled order, so load from other processes on a
 shared machine falls on all of them alike; each implementation's time is
 the median over rounds. Calls shorter than ``MIN_BATCH_S`` are timed in
-batches.
+batches. Each timed batch follows one untimed call of the same
+implementation (``settle``): the worker threads the previous implementation
+leaves spinning (numba's, torch's OpenMP pool, OpenBLAS) take cores for
+5–20 ms after its call, which slowed the next one by up to 45% (measured:
+fuse's row logsumexp 9.5 ms alone, 13.5–14 ms right after numba or
+torch.compile, 9.5–9.8 ms after one settling call). That cross-library cost
+is real but not the kernel's speed; ``python -m benchmarks.neighbours``
+reports it on its own.
 """
 
 from __future__ import annotations
@@ -91,8 +98,11 @@ class CompileResult:
     warm_s: float  # Program(src) + lower + compile_program(cache=True), a cache hit
 
 
-def time_side_by_side(prepared: dict[str, Prepared], budget: Budget, seed: int = 0) -> dict[str, float]:
-    """Median seconds per call of each prepared implementation, timed in interleaved shuffled rounds."""
+def time_side_by_side(
+    prepared: dict[str, Prepared], budget: Budget, seed: int = 0, settle: bool = True
+) -> dict[str, float]:
+    """Median seconds per call of each prepared implementation, timed in interleaved shuffled rounds (with
+    ``settle``, each timed batch right after one untimed call of the same implementation)."""
     if not prepared:
         return {}
     estimate: dict[str, float] = {}
@@ -101,7 +111,7 @@ def time_side_by_side(prepared: dict[str, Prepared], budget: Budget, seed: int =
         p.call()
         estimate[name] = max(time.perf_counter() - t0, 1e-7)
     inner = {name: max(1, min(100_000, math.ceil(MIN_BATCH_S / t))) for name, t in estimate.items()}
-    round_s = sum(inner[n] * estimate[n] for n in prepared)
+    round_s = sum((inner[n] + (1 if settle else 0)) * estimate[n] for n in prepared)
     rounds = max(budget.min_rounds, min(budget.max_rounds, math.ceil(budget.target_s / round_s)))
     samples: dict[str, list[float]] = {n: [] for n in prepared}
     order = list(prepared)
@@ -113,6 +123,8 @@ def time_side_by_side(prepared: dict[str, Prepared], budget: Budget, seed: int =
             rng.shuffle(order)
             for name in order:
                 call, k = prepared[name].call, inner[name]
+                if settle:
+                    call()
                 t0 = time.perf_counter()
                 for _ in range(k):
                     call()
@@ -131,8 +143,10 @@ def measure_workload(
     small: bool = False,
     log: Callable[[str], None] = print,
     limits: Limits | None = None,
+    settle: bool = True,
 ) -> WorkloadResult:
-    """Prepare, check and time every implementation on one workload and dtype."""
+    """Prepare, check and time every implementation on one workload and dtype (``settle``: see
+    :func:`time_side_by_side`)."""
     inputs = make_inputs(workload, dtype, small)
     want = reference(workload, inputs)
     result = WorkloadResult(workload.name, dtype)
@@ -152,7 +166,7 @@ def measure_workload(
             r.first_call_s = p.first_call_seconds
         if r.status != "ok":
             log(f"  {impl}: {r.status}: {r.note}")
-    medians = time_side_by_side(prepared, budget)
+    medians = time_side_by_side(prepared, budget, settle=settle)
     for impl, t in medians.items():
         result.impls[impl].median_s = t
     result.bound = bound(workload.name, inputs, np.empty(want.shape, dtype=dtype), dtype, limits)

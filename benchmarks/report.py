@@ -3,7 +3,10 @@
 Options: ``--quick`` (fewer repeats), ``--workloads a,b``, ``--dtypes
 float64,float32``, ``--impls fuse-llvm,numpy,...``, ``--small`` (the
 workloads' small inputs: a smoke run, nothing written), ``--output PATH``
-(default ``benchmarks/RESULTS.md``), ``--no-write``.
+(default ``benchmarks/RESULTS.md``), ``--no-write``, ``--no-settle`` (time
+each batch right after whatever ran before it, neighbours' spinning threads
+included; by default one untimed call of the same implementation comes
+first, see :mod:`benchmarks.measure`).
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, when set, are removed for this
 command only (they slow current NumPy's OpenBLAS): the command re-executes
@@ -129,7 +132,10 @@ def render(
         "## Run time",
         "",
         "Median milliseconds per call (lower is better), every implementation in the same process, timed in "
-        "interleaved rounds. **best peer / fuse** > 1 means fuse-llvm is faster than the fastest peer. "
+        "interleaved shuffled rounds, each timed batch after one untimed call of the same implementation (so "
+        "the previous one's spinning worker threads have parked; `python -m benchmarks.neighbours` measures that "
+        "cost) unless the mode says otherwise. **best peer / fuse** > 1 means fuse-llvm is faster than the "
+        "fastest peer. "
         "`n/a`: peer not available here; `wrong`: answer differs from the NumPy formula (not timed).",
         "",
         *runtime_table(results, impls),
@@ -171,6 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="small inputs (smoke run; writes nothing)")
     parser.add_argument("--output", type=Path, default=None, help=f"default {DEFAULT_OUTPUT.relative_to(ROOT)}")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--no-settle", action="store_true", help="no untimed call before each timed batch (neighbours' threads count)"
+    )
     args = parser.parse_args(argv)
 
     names = [n for n in args.workloads.split(",") if n]
@@ -191,7 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         for dtype in dtypes:
             print(f"[{datetime.datetime.now():%H:%M:%S}] {name} {dtype}", file=sys.stderr, flush=True)
-            results.append(measure_workload(BY_NAME[name], dtype, impls, budget, args.small, log=_err, limits=limits))
+            results.append(
+                measure_workload(
+                    BY_NAME[name], dtype, impls, budget, args.small, log=_err, limits=limits, settle=not args.no_settle
+                )
+            )
     compiles = []
     if "fuse-llvm" in impls:
         print(f"[{datetime.datetime.now():%H:%M:%S}] compile times", file=sys.stderr, flush=True)
@@ -215,7 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         "mode": ("quick" if args.quick else "full")
         + (" (small inputs)" if args.small else " (full sizes)")
-        + f"; {budget.min_rounds}–{budget.max_rounds} rounds, ≈{budget.target_s:g} s per workload and dtype",
+        + f"; {budget.min_rounds}–{budget.max_rounds} rounds, ≈{budget.target_s:g} s per workload and dtype"
+        + (
+            "; no settling call (each batch right after the previous implementation)"
+            if args.no_settle
+            else "; each timed batch after one untimed call of the same implementation"
+        ),
         "load average (1 min) before / after": f"{load_before[0]:.2f} / {load_after[0]:.2f}",
         "machine limits (measured by this run)": limits.describe(),
     }
