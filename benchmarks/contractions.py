@@ -15,6 +15,11 @@ written), the worst permutation over the best peer (``worst/peer``: target
 the shape-aware planning (target ≤ 1 µs). Every answer is checked against
 ``np.einsum`` in float64 before it is timed; no timing is asserted anywhere.
 
+Every permutation and peer of a program is timed in interleaved shuffled
+rounds (:func:`benchmarks.measure.interleaved_medians`, each batch after one
+untimed call of its own), so load that comes and goes falls on all of them
+alike rather than on whichever permutation ran at the time.
+
 ``--quick`` uses small extents, one index naming and short timing; ``--write``
 puts the table into ``benchmarks/RESULTS.md`` (section "Contractions").
 """
@@ -24,7 +29,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks.measure import Budget, interleaved_medians
 
 
 @dataclass(frozen=True)
@@ -159,23 +165,6 @@ CLOCK: Callable[[], float] = time.perf_counter
 """Wall time; ``--cpu-time`` switches to the process's CPU time (all its threads), steadier on a loaded machine."""
 
 
-def time_call(f: Callable[[], Any], budget: float) -> float:
-    """Median seconds per call of ``f`` over batches filling ``budget`` seconds (batched when calls are short)."""
-    f()
-    t0 = CLOCK()
-    f()
-    one = max(CLOCK() - t0, 1e-7)
-    per_batch = max(1, int(2e-3 / one))
-    samples = []
-    start = time.perf_counter()
-    while len(samples) < 3 or (time.perf_counter() - start < budget and len(samples) < 200):
-        t0 = CLOCK()
-        for _ in range(per_batch):
-            f()
-        samples.append((CLOCK() - t0) / per_batch)
-    return statistics.median(samples)
-
-
 def peers(case: Case, ins: dict[str, np.ndarray]) -> dict[str, Callable[[], Any]]:
     """The peers' calls on the program as written (each may be missing here: then it is left out)."""
     spec = case.spec()
@@ -250,17 +239,21 @@ def run_case(case: Case, dtype: str, quick: bool, budget: float) -> Row:
     namings = [dict(zip(letters, letters))]
     if not quick:
         namings.append(dict(zip(letters, "zyxwvutsrqpon"[: len(letters)])))
-    fuse: dict[str, float] = {}
+    calls: dict[str, Callable[[], Any]] = {}
     for nk, rename in enumerate(namings):
         for order in itertools.permutations(range(len(case.factors))):
             runner = Program(case.source(order, rename)).compile("llvm")
             check(runner(**ins)["R"], want, dtype, f"fuse {case.name} {order}")
-            fuse[f"{nk}:{''.join(map(str, order))}"] = time_call(lambda r=runner: r(**ins), budget)
-    timed = {}
-    for name, call in peers(case, ins).items():
+            calls[f"fuse {nk}:{''.join(map(str, order))}"] = lambda r=runner: r(**ins)
+    peer_calls = peers(case, ins)
+    for name, call in peer_calls.items():
         check(np.asarray(call()), want, dtype, f"{name} {case.name}")
-        timed[name] = time_call(call, budget)
-    return Row(case.name, dtype, fuse, timed)
+        calls[name] = call
+    # Every permutation and peer in interleaved shuffled rounds, as benchmarks.report times its workloads: a
+    # noisy second falls on all of them alike instead of showing up as one permutation's spread.
+    medians = interleaved_medians(calls, Budget(budget * len(calls), 5, 200), clock=CLOCK)
+    fuse = {k.removeprefix("fuse "): t for k, t in medians.items() if k not in peer_calls}
+    return Row(case.name, dtype, fuse, {k: medians[k] for k in peer_calls})
 
 
 def planning_overhead(calls: int = 50000) -> dict[str, float]:

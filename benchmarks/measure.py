@@ -103,18 +103,29 @@ def time_side_by_side(
 ) -> dict[str, float]:
     """Median seconds per call of each prepared implementation, timed in interleaved shuffled rounds (with
     ``settle``, each timed batch right after one untimed call of the same implementation)."""
-    if not prepared:
+    return interleaved_medians({n: p.call for n, p in prepared.items()}, budget, seed, settle)
+
+
+def interleaved_medians(
+    calls: dict[str, Callable[[], object]],
+    budget: Budget,
+    seed: int = 0,
+    settle: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """:func:`time_side_by_side` for bare calls (``clock``: the timer, wall time by default)."""
+    if not calls:
         return {}
     estimate: dict[str, float] = {}
-    for name, p in prepared.items():
+    for name, call in calls.items():
         t0 = time.perf_counter()
-        p.call()
+        call()
         estimate[name] = max(time.perf_counter() - t0, 1e-7)
     inner = {name: max(1, min(100_000, math.ceil(MIN_BATCH_S / t))) for name, t in estimate.items()}
-    round_s = sum((inner[n] + (1 if settle else 0)) * estimate[n] for n in prepared)
+    round_s = sum((inner[n] + (1 if settle else 0)) * estimate[n] for n in calls)
     rounds = max(budget.min_rounds, min(budget.max_rounds, math.ceil(budget.target_s / round_s)))
-    samples: dict[str, list[float]] = {n: [] for n in prepared}
-    order = list(prepared)
+    samples: dict[str, list[float]] = {n: [] for n in calls}
+    order = list(calls)
     rng = random.Random(seed)
     gc_was_enabled = gc.isenabled()
     gc.disable()
@@ -122,13 +133,13 @@ def time_side_by_side(
         for _ in range(rounds):
             rng.shuffle(order)
             for name in order:
-                call, k = prepared[name].call, inner[name]
+                call, k = calls[name], inner[name]
                 if settle:
                     call()
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(k):
                     call()
-                samples[name].append((time.perf_counter() - t0) / k)
+                samples[name].append((clock() - t0) / k)
     finally:
         if gc_was_enabled:
             gc.enable()
