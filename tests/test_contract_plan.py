@@ -18,7 +18,14 @@ import pytest
 from benchmarks.contractions import SUITE, Case
 from fuse_mlir import Program
 from fuse_mlir.passes.conversions.gemm import gemm_layout
-from fuse_mlir.passes.transforms.contract_plan import ShapePlans, optimal_path, pair_cost
+from fuse_mlir.passes.transforms.contract_plan import (
+    ShapePlans,
+    one_call_result,
+    optimal_path,
+    pair_cost,
+    result_copy_cost,
+    step_orders,
+)
 
 TINY = {c: 2 + k for k, c in enumerate("abcdhijklmpqrsz")}  # distinct small extents, so a swapped axis shows
 
@@ -141,7 +148,7 @@ def _price(path, names, out, ext) -> float:
         a, b = live[i], live[j]
         rest = [s for k, s in enumerate(live) if k not in (i, j)]
         keep = (a | b) & frozenset().union(set(out), *rest) if rest else frozenset(out)
-        total += pair_cost(a, b, keep, ext, 8)
+        total += pair_cost(a, b, keep, ext, 8) + (0.0 if rest else result_copy_cost(a, b, out, ext, 8))
         live = rest + [keep]
     return total
 
@@ -288,3 +295,38 @@ def test_batch_last_copies_rotate_rather_than_reverse(swap: bool):
     assert layout is not None
     for src, dst in ((a, layout.a), (b, layout.b)):
         assert dst == ("b", *src[:-1]), (src, dst)
+
+
+def test_one_call_result():
+    """After the batch indices, each operand's indices must form one run of the result."""
+    a, b = frozenset("ij"), frozenset("jk")
+    assert one_call_result(a, b, ("i", "k")) and one_call_result(a, b, ("k", "i"))
+    assert one_call_result(frozenset("bij"), frozenset("bjk"), ("b", "i", "k"))
+    assert not one_call_result(frozenset("bij"), frozenset("bjk"), ("i", "b", "k"))  # batch in the middle
+    assert not one_call_result(frozenset("ib"), frozenset("jkb"), ("j", "i", "k"))  # j and k split by i
+    assert one_call_result(frozenset("ia"), frozenset("ajk"), ("i", "j", "k"))
+
+
+TUCKER = [("a", "b", "c"), ("i", "a"), ("j", "b"), ("k", "c")]
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(4))), ids=lambda o: "".join(map(str, o)))
+def test_every_tucker_order_is_one_gemm_call_per_step(order):
+    """A Tucker product's trees all cost the same FLOPs; whichever order the factors are written in, the plan
+    ends with a step that writes R[i,j,k] in one call, and every intermediate is written in an order its
+    producer's GEMM writes in one call and its consumer reads without a copy (measured: 0.79-0.93 ms over all
+    48 orders and namings against 1.0-1.8 ms before, np.einsum 1.05)."""
+    names = [TUCKER[k] for k in order]
+    ext = {"a": 24, "b": 24, "c": 24, "i": 96, "j": 96, "k": 96}
+    out = ("i", "j", "k")
+    path, _ = optimal_path(names, out, ext)
+    orders = step_orders(names, out, path, ext)
+    live: list[tuple[tuple[str, ...], bool]] = [(ns, False) for ns in names]  # (order, an intermediate)
+    for (x, y), result in zip(path, orders):
+        (a, a_made), (b, b_made) = live[x], live[y]
+        assert one_call_result(frozenset(a), frozenset(b), result), (a, b, result)
+        layout = gemm_layout(a, b, result, ext)
+        assert layout is not None and layout.c == result, (a, b, result, layout)
+        assert (layout.a == a or not a_made) and (layout.b == b or not b_made), (a, b, layout)
+        live = [t for k, t in enumerate(live) if k not in (x, y)] + [(result, True)]
+    assert live == [(out, True)]
