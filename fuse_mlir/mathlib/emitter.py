@@ -42,6 +42,16 @@ class Emitter:
         self.ops.append(op)
         return op.results[0]
 
+    def replace(self, op: Operation, result: SSAValue) -> None:
+        """Insert the collected ops before ``op``, give ``op``'s uses ``result`` instead, and erase ``op``."""
+        block = op.parent_block()
+        assert block is not None
+        for new in self.ops:
+            block.insert_op_before(new, op)
+        op.results[0].replace_all_uses_with(result)
+        op.detach()
+        op.erase()
+
     # -- constants -------------------------------------------------------------
     def c(self, v: float) -> SSAValue:
         return self.op(arith.ConstantOp(FloatAttr(float(v), self.f)))
@@ -209,3 +219,11 @@ class Emitter:
         holds."""
         n32 = self.op(arith.TruncIOp(ni, I32)) if self.i != I32 else ni
         return self.op(LdexpOp(y, n32))
+
+    def ldexp_halves(self, y: SSAValue, n32: SSAValue) -> SSAValue:
+        """``mathx.ldexp``'s portable form: y·2^(n>>1)·2^(n-(n>>1)), each power of two built from exponent bits
+        (:meth:`pow2`), so it vectorises on any CPU; rounded once inside the op's documented domain."""
+        ni = self.op(arith.ExtSIOp(n32, self.i)) if self.i != I32 else n32
+        n1 = self.ashr(ni, self.ic(1))
+        n2 = self.isub(ni, n1)
+        return self.mul(self.mul(y, self.pow2(n1)), self.pow2(n2))

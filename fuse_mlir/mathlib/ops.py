@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType
+from xdsl.dialects.builtin import Float32Type, Float64Type, i32
 from xdsl.ir import Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -25,8 +25,6 @@ from xdsl.irdl import (
     traits_def,
 )
 from xdsl.traits import Pure
-
-I32 = IntegerType(32)
 
 
 @irdl_op_definition
@@ -43,7 +41,7 @@ class LdexpOp(IRDLOperation):
     name = "mathx.ldexp"
     T: ClassVar = VarConstraint("T", base(Float64Type) | base(Float32Type))
     x = operand_def(T)
-    n = operand_def(I32)
+    n = operand_def(i32)
     result = result_def(T)
     traits = traits_def(Pure())
     assembly_format = "$x `,` $n attr-dict `:` type($x)"

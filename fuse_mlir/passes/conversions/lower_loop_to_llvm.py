@@ -76,7 +76,8 @@ from fuse_mlir.dialects.abi import (
     reuse_table,
 )
 from fuse_mlir.dialects.types import I8, I32, I64, PTR
-from fuse_mlir.mathlib.ops import is_scalar_op
+from fuse_mlir.mathlib.emitter import Emitter
+from fuse_mlir.mathlib.ops import LdexpOp, is_scalar_op
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import (
@@ -447,11 +448,16 @@ def lower_module(
     Each top-level loop nest becomes its own internal function; with
     ``threads`` > 1 the parallel ones (and full reductions by one associative
     op) become regions split over that many threads when their work reaches
-    ``parallel_min`` iterations.
+    ``parallel_min`` iterations. Without ``native_ldexp`` each ``mathx.ldexp``
+    is first rewritten into its portable arith form (the host has no vector ldexp).
     """
     func = _entry_func(module)
     if func.function_type.inputs.data or func.function_type.outputs.data:
         raise ValueError(f"lower-loop-to-llvm: func.func @{ENTRY} must take and return nothing")
+    if not native_ldexp:
+        for ldexp in [o for o in func.walk() if isinstance(o, LdexpOp)]:
+            em = Emitter(single=isinstance(ldexp.result.type, Float32Type))
+            em.replace(ldexp, em.ldexp_halves(ldexp.x, ldexp.n))
     shared = Shared(
         abi_layout(module),
         strict,
@@ -459,7 +465,6 @@ def lower_module(
         threads,
         parallel_min,
         shared_allocs=frozenset(k for k, _ in reuse_table(module)),
-        native_ldexp=native_ldexp,
     )
     new_ops = _Lowering(shared).run(func)
     block = module.body.block

@@ -55,13 +55,7 @@ def expand(op: Operation) -> bool:
         result = builder(em, args, single)
         if single:
             result = em.op(arith.TruncFOp(result, t))
-    block = op.parent_block()
-    assert block is not None
-    for new in em.ops:
-        block.insert_op_before(new, op)
-    op.results[0].replace_all_uses_with(result)
-    op.detach()
-    op.erase()
+    em.replace(op, result)
     return True
 
 

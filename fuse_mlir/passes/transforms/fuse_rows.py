@@ -442,7 +442,7 @@ def _erase_dead(block: Block) -> None:
     """Erase the block's pure ops (scalar ops, loads) whose results nothing uses, last first."""
     for op in reversed(list(block.ops)):
         pure = is_scalar_op(op) or isinstance(op, loop.LoadOp)
-        if pure and not op.regions and all(not r.uses for r in op.results):
+        if pure and all(not r.uses for r in op.results):
             op.detach()
             op.erase()
 

@@ -97,7 +97,6 @@ class Shared:
     host_calls: int = 0
     shared_allocs: frozenset[int] = frozenset()  # alloc ids bound to donated inputs (fuse.reuse): may alias
     allocs: int = 0  # loop.alloc ops lowered so far, in walk order (their default ids)
-    native_ldexp: bool = False  # mathx.ldexp as llvm.ldexp (one vscalefpd on AVX-512), else two multiplies
 
 
 class FunctionBuilder:

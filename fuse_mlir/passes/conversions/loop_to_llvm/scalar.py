@@ -217,24 +217,10 @@ def _fpowi(b: FunctionBuilder, op: Operation, args: list[SSAValue], rt: Attribut
 
 
 def _ldexp(b: FunctionBuilder, op: Operation, args: list[SSAValue], rt: Attribute) -> SSAValue:
-    """``mathx.ldexp``: ``llvm.ldexp`` where the host scales natively (``Shared.native_ldexp``: AVX-512's
-    ``vscalefpd``; elsewhere LLVM would unroll a vector ldexp into scalar code), else x·2^(n>>1)·2^(n-(n>>1))
-    with each power of two built from exponent bits: the same result inside the op's documented domain, and
-    vectorisable everywhere."""
-    x, n = args
-    if b.shared.native_ldexp:
-        return b.intrinsic(f"llvm.ldexp.{mangle(rt)}.i32", [x, n], rt, frozenset())
-    single = isinstance(rt, Float32Type)
-    it, bias, mant = (I32, 127, 23) if single else (I64, 1023, 52)
-    wide = b.int_cast(n, it, signed=True)
-    n1 = b.val(llvm.AShrOp(wide, b.const(1, it)))
-    n2 = b.val(llvm.SubOp(wide, n1))
-
-    def pow2(k: SSAValue) -> SSAValue:
-        return b.val(llvm.BitcastOp(b.val(llvm.ShlOp(b.val(llvm.AddOp(k, b.const(bias, it))), b.const(mant, it))), rt))
-
-    half = b.val(llvm.FMulOp(x, pow2(n1), llvm.FastMathAttr(frozenset())))
-    return b.val(llvm.FMulOp(half, pow2(n2), llvm.FastMathAttr(frozenset())))
+    """``mathx.ldexp`` as ``llvm.ldexp`` (AVX-512's ``vscalefpd``). Only hosts that have it see the op here:
+    elsewhere :func:`~fuse_mlir.passes.conversions.lower_loop_to_llvm.lower_module` first rewrites it into its
+    portable arith form (:meth:`~fuse_mlir.mathlib.emitter.Emitter.ldexp_halves`)."""
+    return b.intrinsic(f"llvm.ldexp.{mangle(rt)}.i32", args, rt, frozenset())
 
 
 def _absi(b: FunctionBuilder, op: Operation, args: list[SSAValue], rt: Attribute) -> SSAValue:
