@@ -61,6 +61,7 @@ class Target:
     fuse_rows: bool = False  # parallel loop nests over the same rows into one nest of per-row phases
     pipeline_rows: bool = False  # a row nest's first phase runs one row ahead, inside its second phase's loop
     block_checks: bool = False  # run-time checks of a block of iterations at once (vectorisable gathers)
+    streaming_stores: bool = False  # stores whose nest never reads them back may bypass the caches
     max_operands: int = 32  # inputs plus tables of one fused kernel
     runs_pipeline: bool = True  # its backend runs the target's pipelines (registered as <name>-O0 / <name>-O2)
     description: str = ""
@@ -94,6 +95,8 @@ class Target:
             steps.append("pipeline-rows")
         if opt == "O2" and self.block_checks:
             steps.append("block-checks")
+        if opt == "O2" and self.streaming_stores:
+            steps.append("streaming-stores")
         return ",".join(steps)
 
 
@@ -121,6 +124,7 @@ TARGETS: dict[str, Target] = {
             fuse_rows=True,
             pipeline_rows=True,
             block_checks=True,
+            streaming_stores=True,
             description="native code through llvmlite: aggressive fusion, inplace buffer reuse, vector math",
         ),
         Target(

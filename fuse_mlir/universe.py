@@ -55,6 +55,7 @@ PASSES = (
     "monte-carlo",
     "pipeline-rows",
     "semi-naive",
+    "streaming-stores",
 )
 
 

@@ -1,4 +1,4 @@
-"""Upstream MLIR ``llvm`` ops that xDSL 0.74's llvm dialect lacks (float<->int casts).
+"""Upstream MLIR ``llvm`` ops that xDSL 0.74's llvm dialect lacks (float<->int casts, ``llvm.fence``).
 
 They keep their upstream names (``llvm.fptosi``, ...), so the printed text is
 valid MLIR; load :data:`LLVMX` into a context beside xDSL's ``LLVM`` dialect to
@@ -7,10 +7,23 @@ parse them.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, IntegerType, VectorType
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    StringAttr,
+    VectorType,
+)
 from xdsl.dialects.llvm import GenericCastOp
 from xdsl.ir import Attribute, Dialect
-from xdsl.irdl import irdl_op_definition
+from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+FENCE_ORDERINGS = ("acquire", "release", "acq_rel", "seq_cst")
 
 
 @irdl_op_definition
@@ -34,7 +47,32 @@ class UIToFPOp(GenericCastOp):
     name = "llvm.uitofp"
 
 
-LLVMX = Dialect("llvmx", [FPToSIOp, FPToUIOp, UIToFPOp], [])
+@irdl_op_definition
+class FenceOp(IRDLOperation):
+    """``llvm.fence <ordering>``: a memory fence (``seq_cst`` also orders streaming stores: ``mfence`` on x86)."""
+
+    name = "llvm.fence"
+    ordering = prop_def(StringAttr)
+
+    def __init__(self, ordering: str):
+        super().__init__(properties={"ordering": StringAttr(ordering)})
+
+    def verify_(self) -> None:
+        if self.ordering.data not in FENCE_ORDERINGS:
+            raise VerifyException(f"llvm.fence: ordering must be one of {', '.join(FENCE_ORDERINGS)}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.ordering.data}")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FenceOp:
+        ordering = parser.parse_identifier()
+        if ordering not in FENCE_ORDERINGS:
+            parser.raise_error(f"llvm.fence: expected one of {', '.join(FENCE_ORDERINGS)}")
+        return cls(ordering)
+
+
+LLVMX = Dialect("llvmx", [FPToSIOp, FPToUIOp, UIToFPOp, FenceOp], [])
 
 
 def mangle(t: Attribute) -> str:

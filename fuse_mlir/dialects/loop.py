@@ -12,7 +12,8 @@ dialect, see docs/native-abi.md) whose body uses:
   iterations are independent; ``loop.yield`` ends its body.
 - ``loop.while``: a do-while loop with carried scalars whose body yields the
   condition to go on first (fixpoint iteration).
-- ``loop.load`` / ``loop.store``: element access at multi-dimensional positions.
+- ``loop.load`` / ``loop.store``: element access at multi-dimensional positions;
+  a store marked ``nontemporal`` (``streaming-stores``) may bypass the caches.
 - ``loop.check``: a run-time assertion; when ``cond`` is false the entry point
   returns ``code`` with the two detail values (which index, which extent).
 - ``loop.gemm``: a (batched) matrix product handed to BLAS.
@@ -146,12 +147,19 @@ class LoadOp(IRDLOperation):
 
 @irdl_op_definition
 class StoreOp(IRDLOperation):
-    """Write one element."""
+    """Write one element.
+
+    ``nontemporal`` (set by ``streaming-stores``) says no later op of its loop
+    nest reads the stored line, so the llvm lowering may write it with a
+    streaming store that bypasses the caches (no read-for-ownership); it never
+    changes the value written.
+    """
 
     name = "loop.store"
     value = operand_def()
     buffer = operand_def(MemRefType)
     positions = var_operand_def(IndexType)
+    nontemporal = opt_attr_def(UnitAttr)
     assembly_format = "$value `,` $buffer `[` $positions `]` attr-dict `:` type($value) `,` type($buffer)"
 
     def __init__(self, value: SSAValue, buffer: SSAValue, positions: Sequence[SSAValue]):

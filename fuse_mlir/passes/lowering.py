@@ -69,6 +69,7 @@ def lower_to_llvm(
     threads: int = 1,
     parallel_min: int = PARALLEL_MIN,
     native_ldexp: bool = False,
+    streaming_min_bytes: int = 0,
 ) -> ModuleOp:
     """A copy of a loop-level module lowered to the llvm dialect by the registered ``lower-loop-to-llvm`` pass.
 
@@ -77,7 +78,11 @@ def lower_to_llvm(
     the lowering raises on a malformed loop module (a ``ValueError``) comes through unchanged.
     """
     pass_ = get_pass("lower-loop-to-llvm").cls(  # type: ignore[call-arg]
-        strict=strict, threads=threads, parallel_min=parallel_min, native_ldexp=native_ldexp
+        strict=strict,
+        threads=threads,
+        parallel_min=parallel_min,
+        native_ldexp=native_ldexp,
+        streaming_min_bytes=streaming_min_bytes,
     )
     module = loop_module.clone()
     try:

@@ -47,7 +47,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from fuse_mlir.dialects.llvmx import mangle
+from fuse_mlir.dialects.llvmx import FenceOp, mangle
 
 __all__ = ["EmitError", "Unit", "emit_llvm_ir", "emit_llvm_units", "type_text"]
 
@@ -244,6 +244,16 @@ _CASTS = {
     "llvm.inttoptr": "inttoptr",
 }
 # llvm.intr.* ops that are plain overloaded intrinsics on their result type.
+NONTEMPORAL_MD = 0
+"""Number of the ``!{i32 1}`` metadata node a streaming store's ``!nontemporal`` refers to."""
+_NONTEMPORAL_TAG = f", !nontemporal !{NONTEMPORAL_MD}"
+
+
+def _metadata(text: str) -> list[str]:
+    """The module-level metadata nodes ``text`` refers to (defined once per module, after the functions)."""
+    return [f"!{NONTEMPORAL_MD} = !{{i32 1}}"] if _NONTEMPORAL_TAG in text else []
+
+
 _INTR_OVERLOADED = {
     "llvm.intr.fabs": "llvm.fabs",
     "llvm.intr.ceil": "llvm.ceil",
@@ -401,7 +411,10 @@ class _FuncEmitter:
         if isinstance(op, llvm.StoreOp):
             align = f", align {op.alignment.value.data}" if op.alignment is not None else ""
             vol = "volatile " if op.volatile_ is not None else ""
-            return f"store {vol}{self.typed(op.value)}, {self.typed(op.ptr)}{align}"
+            nt = _NONTEMPORAL_TAG if op.nontemporal is not None else ""
+            return f"store {vol}{self.typed(op.value)}, {self.typed(op.ptr)}{align}{nt}"
+        if isinstance(op, FenceOp):
+            return f"fence {op.ordering.data}"
         if isinstance(op, llvm.AllocaOp):
             align = f", align {op.alignment.value.data}" if op.alignment is not None else ""
             return f"{self.res(op)}alloca {type_text(op.elem_type)}, {self.typed(op.size)}{align}"
@@ -508,6 +521,10 @@ def emit_llvm_ir(
     if intrinsics:
         lines.append("")
         lines.extend(intrinsics[k] for k in sorted(intrinsics))
+    metadata = _metadata("\n".join(lines))
+    if metadata:
+        lines.append("")
+        lines.extend(metadata)
     return "\n".join(lines) + "\n"
 
 
@@ -566,7 +583,7 @@ def emit_llvm_units(module: ModuleOp, *, entry: str = "fuse_main") -> list[Unit]
         lines = [decls[k] for k in sorted(decls)] + [intrinsics[k] for k in sorted(intrinsics)]
         own = name if name == entry else "\x00self"
         body = _SYMBOL.sub(lambda m: "@" + (own if m.group(1) == name else new.get(m.group(1), m.group(1))), text)
-        ir = "\n".join([*lines, "", body]) + "\n"
+        ir = "\n".join([*lines, "", body, *_metadata(body)]) + "\n"
         if name != entry:
             final = "fk_" + hashlib.sha256(ir.encode()).hexdigest()[:24]
             ir = ir.replace("\x00self", final)

@@ -26,16 +26,19 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import os
 import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import llvmlite.binding as llvm
 
+from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.stages import record, unrecorded
 
 __all__ = [
@@ -209,15 +212,55 @@ def native_ldexp() -> bool:
     return bool(llvm.get_host_cpu_features().get("avx512f", False))
 
 
+DEFAULT_LLC_BYTES = 32 << 20
+"""The last-level cache size assumed where the host does not report one (Linux reports it in sysfs)."""
+
+
+def last_level_cache_bytes() -> int:
+    """The size of the host's largest (last-level) cache, from ``/sys/devices/system/cpu/cpu0/cache``."""
+    best = 0
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            text = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            best = max(best, int(digits) * scale)
+    return best or DEFAULT_LLC_BYTES
+
+
+@functools.cache
+def streaming_min_bytes() -> int:
+    """The least buffer size for which marked stores stream past the caches (``lower-loop-to-llvm``'s
+    ``streaming-min-bytes``): the last-level cache size on x86-64 hosts, where a buffer that large cannot stay
+    cached anyway and a streaming store saves the read-for-ownership of each line (docs/optimisation.md);
+    0 (never) elsewhere. ``FUSE_STREAMING_MIN_BYTES`` (read once per process) overrides it: ``0`` turns
+    streaming stores off, a small value makes every marked store of an aligned row stream (the tests use
+    that). :func:`target_fingerprint` covers it."""
+    text = os.environ.get("FUSE_STREAMING_MIN_BYTES", "").strip()
+    if text:
+        if not text.isdigit():
+            raise FuseError(f"FUSE_STREAMING_MIN_BYTES must be a byte count (0: off), got {text!r}")
+        return int(text)
+    _init()
+    if not llvm.get_default_triple().startswith("x86_64"):
+        return 0
+    return last_level_cache_bytes()
+
+
 @functools.cache
 def target_fingerprint() -> str:
-    """What machine code depends on besides the IR: triple, host CPU name and features, LLVM and llvmlite versions."""
+    """What machine code depends on besides the IR: triple, host CPU name and features, last-level cache size
+    (:func:`streaming_min_bytes`), LLVM and llvmlite versions."""
     import llvmlite
 
     _init()
     features = llvm.get_host_cpu_features().flatten()
     version = ".".join(map(str, llvm.llvm_version_info))
-    return f"{llvm.get_default_triple()}|{llvm.get_host_cpu_name()}|{features}|llvm {version}|{llvmlite.__version__}"
+    host = f"{llvm.get_default_triple()}|{llvm.get_host_cpu_name()}|{features}|llc {streaming_min_bytes()}"
+    return f"{host}|llvm {version}|{llvmlite.__version__}"
 
 
 def _external_symbols(ir: str) -> tuple[str, ...]:

@@ -53,7 +53,7 @@ from . import (
     blas,  # noqa: F401 - registers the BLAS symbols' provider (fuse_dgemm, fuse_sgemm)
 )
 from .arena import DATA_OFFSET, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
-from .jit import JitFunction, emit_assembly, jit_units, native_ldexp, optimize_ir, register_symbol
+from .jit import JitFunction, emit_assembly, jit_units, native_ldexp, optimize_ir, register_symbol, streaming_min_bytes
 from .recycle import hand_out
 
 if TYPE_CHECKING:
@@ -430,8 +430,9 @@ class _Slot:
 class NativeKernel:
     """A loop-level module compiled to native code; call it with the input/source arrays in slot order.
 
-    ``NativeKernel(module, constants, strict, opt_level, threads=, parallel_min=, ldexp=)`` compiles
-    (``ldexp``: whether ``mathx.ldexp`` lowers to ``llvm.ldexp``; None: the host's choice, :func:`.jit.native_ldexp`);
+    ``NativeKernel(module, constants, strict, opt_level, threads=, parallel_min=, ldexp=, streaming=)`` compiles
+    (``ldexp``: whether ``mathx.ldexp`` lowers to ``llvm.ldexp``; None: the host's choice, :func:`.jit.native_ldexp`;
+    ``streaming``: the least buffer bytes for streaming stores, 0 never; None: :func:`.jit.streaming_min_bytes`);
     :meth:`from_parts` rebuilds one from a :class:`KernelSpec` and loaded
     machine code (the disk cache).
     """
@@ -447,6 +448,7 @@ class NativeKernel:
         threads: int = 1,
         parallel_min: int | None = None,
         ldexp: bool | None = None,
+        streaming: int | None = None,
     ):
         from fuse_mlir.passes.lowering import lower_to_llvm
         from fuse_mlir.targets import PARALLEL_MIN
@@ -469,6 +471,7 @@ class NativeKernel:
             threads=threads,
             parallel_min=parallel_min,
             native_ldexp=native_ldexp() if ldexp is None else ldexp,
+            streaming_min_bytes=streaming_min_bytes() if streaming is None else streaming,
         )
         t1 = time.perf_counter()
         self._llvm_module: ModuleOp | None = lowered

@@ -89,6 +89,7 @@ from fuse_mlir.passes.conversions.loop_to_llvm.builder import (
 )
 from fuse_mlir.passes.conversions.loop_to_llvm.parallel import Nest
 from fuse_mlir.passes.conversions.loop_to_llvm.scalar import lower_scalar_op
+from fuse_mlir.passes.conversions.loop_to_llvm.streaming import stream_loop, streamed_stores
 from fuse_mlir.passes.registry import register_pass
 from fuse_mlir.targets import PARALLEL_MIN
 
@@ -186,7 +187,11 @@ class _Lowering(FunctionBuilder):
             self.values[op.result] = self.load(ptr, b.elem)
         elif isinstance(op, loop.StoreOp):
             b = self.buf(op.buffer)
-            ptr = self.element_ptr(b, [self.v(p) for p in op.positions])
+            tile = self.streaming.get(op)
+            if tile is None:
+                ptr = self.element_ptr(b, [self.v(p) for p in op.positions])
+            else:  # into the stack tile of a streamed loop (loop_to_llvm/streaming.py)
+                ptr = self.gep(tile[0], self.val(llvm.SubOp(self.v(op.positions[-1]), tile[1])), b.elem)
             self.store(self.v(op.value), ptr)
         elif isinstance(op, loop.ForOp):
             if op.parent_block() is self.top:
@@ -291,7 +296,13 @@ class _Lowering(FunctionBuilder):
                 self.lower_op(inner)
             raise ValueError("lower-loop-to-llvm: loop.for body without loop.yield")
 
-        return self.counted_loop(lower, upper, self.v(op.step), inits, body)
+        stores = streamed_stores(op) if self.shared.streaming_min_bytes > 0 else []
+        if not stores:
+            return self.counted_loop(lower, upper, self.v(op.step), inits, body)
+        step = self.v(op.step)
+        return stream_loop(
+            self, stores, lower, upper, inits, lambda lo, hi, i: self.counted_loop(lo, hi, step, i, body)
+        )
 
     # ---- outlined loop nests
 
@@ -442,6 +453,7 @@ def lower_module(
     threads: int = 1,
     parallel_min: int = PARALLEL_MIN,
     native_ldexp: bool = False,
+    streaming_min_bytes: int = 0,
 ) -> None:
     """Replace the loop-level ``fuse_main`` of ``module`` (in place) by its llvm-dialect form and declarations.
 
@@ -449,7 +461,9 @@ def lower_module(
     ``threads`` > 1 the parallel ones (and full reductions by one associative
     op) become regions split over that many threads when their work reaches
     ``parallel_min`` iterations. Without ``native_ldexp`` each ``mathx.ldexp``
-    is first rewritten into its portable arith form (the host has no vector ldexp).
+    is first rewritten into its portable arith form (the host has no vector ldexp). With
+    ``streaming_min_bytes`` > 0, a ``nontemporal`` store into a buffer of at least that many bytes streams
+    past the caches where its row starts on a cache line (``loop_to_llvm/streaming.py``).
     """
     func = _entry_func(module)
     if func.function_type.inputs.data or func.function_type.outputs.data:
@@ -465,6 +479,7 @@ def lower_module(
         threads,
         parallel_min,
         shared_allocs=frozenset(k for k, _ in reuse_table(module)),
+        streaming_min_bytes=streaming_min_bytes,
     )
     new_ops = _Lowering(shared).run(func)
     block = module.body.block
@@ -521,6 +536,12 @@ builtin.module attributes {fuse.args = [#fuse.arg<"x", input>], fuse.results = [
         help="lower mathx.ldexp to llvm.ldexp (one vscalefpd on AVX-512; the JIT sets it on such hosts) instead of "
         "two multiplies by exponent-built powers of two",
     )
+    streaming_min_bytes: int = option(
+        0,
+        help="least buffer size (bytes) for which a store marked nontemporal (streaming-stores) streams past the "
+        "caches, checked at run time with the row's 64-byte alignment (0: never; the JIT sets the host's "
+        "last-level cache size on x86-64)",
+    )
 
     def run(self, ctx: Context, module: ModuleOp, analyses: AnalysisManager) -> bool:
         lower_module(
@@ -529,5 +550,6 @@ builtin.module attributes {fuse.args = [#fuse.arg<"x", input>], fuse.results = [
             threads=self.threads,
             parallel_min=self.parallel_min,
             native_ldexp=self.native_ldexp,
+            streaming_min_bytes=self.streaming_min_bytes,
         )
         return True

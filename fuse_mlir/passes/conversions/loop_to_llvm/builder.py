@@ -96,6 +96,7 @@ class Shared:
     funcs: list[llvm.FuncOp] = field(default_factory=list)
     host_calls: int = 0
     shared_allocs: frozenset[int] = frozenset()  # alloc ids bound to donated inputs (fuse.reuse): may alias
+    streaming_min_bytes: int = 0  # > 0: marked stores stream into buffers of at least this size (streaming.py)
     allocs: int = 0  # loop.alloc ops lowered so far, in walk order (their default ids)
 
 
@@ -146,6 +147,8 @@ class FunctionBuilder:
         self.consts: dict[tuple[Attribute, object], SSAValue] = {}
         self.error_blocks: list[Block] = []
         self.decls = shared.decls
+        # loop.store ops being lowered into a stack tile: (tile, the tile's first iteration); streaming.py
+        self.streaming: dict[Operation, tuple[SSAValue, SSAValue]] = {}
 
     def emit(self, op: Operation) -> Operation:
         self.block.add_op(op)
@@ -233,9 +236,9 @@ class FunctionBuilder:
         op = self.emit(llvm.CallOp(name, *args, return_type=result))
         return op.results[0] if op.results else None
 
-    def entry_alloca(self, elem: Attribute, count: int) -> SSAValue:
-        """A stack slot of ``count`` elements, allocated once in the entry block."""
-        alloca = llvm.AllocaOp(self.const(max(1, count)), elem, alignment=8)
+    def entry_alloca(self, elem: Attribute, count: int, align: int = 8) -> SSAValue:
+        """A stack slot of ``count`` elements aligned to ``align`` bytes, allocated once in the entry block."""
+        alloca = llvm.AllocaOp(self.const(max(1, count)), elem, alignment=align)
         self.prologue.append(alloca)
         return alloca.res
 

@@ -38,7 +38,12 @@ from fuse_mlir.passes.conversions.loop_to_llvm.scalar import (
     INT_MINMAX,
     by_name,
 )
+from fuse_mlir.passes.conversions.loop_to_llvm.streaming import streamed_stores
 from fuse_mlir.targets import CHUNK_WORK_MIN, CHUNKS_PER_THREAD
+
+ALIGN_STEP = 16
+"""Chunks of a nest whose outer loop streams its stores start at multiples of this many iterations (a cache line
+of 4-byte elements, two of 8-byte ones)."""
 
 _FLOAT_BINOPS_BY_NAME = by_name(FLOAT_BINOPS)
 _FLOAT_INTRINSICS_BY_NAME = by_name(FLOAT_INTRINSICS)
@@ -323,8 +328,17 @@ class Nest:
         env, c, err = t.entry.args
         lo0, hi0, n = (t.load(t.slot(env, k), I64) for k in range(3))
         trip = t.val(llvm.SubOp(hi0, lo0))
-        lo = t.add(lo0, t.val(llvm.SDivOp(t.mul(trip, c), n)))
-        hi = t.add(lo0, t.val(llvm.SDivOp(t.mul(trip, t.add(c, t.const(1))), n)))
+        lo_off = t.val(llvm.SDivOp(t.mul(trip, c), n))
+        hi_off = t.val(llvm.SDivOp(t.mul(trip, t.add(c, t.const(1))), n))
+        if shared.streaming_min_bytes > 0 and streamed_stores(self.op):
+            # The outer loop writes rows of streaming stores itself: chunks start at multiples of ALIGN_STEP
+            # iterations, so each starts on a cache line when the row does (the last chunk ends at hi0).
+            mask = t.const(-ALIGN_STEP)
+            lo_off = t.val(llvm.AndOp(lo_off, mask))
+            last = t.icmp("eq", t.add(c, t.const(1)), n)
+            hi_off = t.val(llvm.SelectOp(last, trip, t.val(llvm.AndOp(hi_off, mask))))
+        lo = t.add(lo0, lo_off)
+        hi = t.add(lo0, hi_off)
         nacc = len(self.carried)
         out = t.slot(env, t.add(t.mul(c, t.const(nacc)), t.const(part_off))) if nacc else env
         assert self.folds is not None
