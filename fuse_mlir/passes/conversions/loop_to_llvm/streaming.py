@@ -137,8 +137,8 @@ def stream_loop(
     fb.emit(llvm.CondBrOp(ok, streaming, [], plain, []))
 
     fb.start(streaming)
-    trip = fb.val(llvm.SubOp(upper, lower))
-    whole = fb.val(llvm.AndOp(trip, fb.const(-tile)))  # tile is a power of two
+    trip = fb.intrinsic("llvm.smax.i64", [fb.val(llvm.SubOp(upper, lower)), fb.const(0)], I64, frozenset())
+    whole = fb.val(llvm.AndOp(trip, fb.const(-tile)))  # tile is a power of two; an empty range has no tile
     tiles_end = fb.add(lower, whole)
     scratch = [fb.entry_alloca(fb.buf(s.buffer).elem, tile, align=LINE) for s in stores]
 
