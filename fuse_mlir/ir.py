@@ -111,6 +111,17 @@ class _LocatingParser(Parser):
             raise
 
 
+def defined_outside(v: SSAValue, op: Operation) -> bool:
+    """Whether ``v`` is defined outside ``op`` and its regions (so it is known before ``op`` runs)."""
+    owner = v.owner
+    cur: Operation | None = owner if isinstance(owner, Operation) else owner.parent_op()
+    while cur is not None:
+        if cur is op:
+            return False
+        cur = cur.parent_op()
+    return True
+
+
 def span_loc(span: Span, filename: str) -> Loc:
     """The :class:`Loc` of an xDSL span (its first line only)."""
     line, col = span.get_location()[1:]

@@ -46,6 +46,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.abi import entry_block
+from fuse_mlir.ir import defined_outside
 from fuse_mlir.mathlib.ops import is_scalar_op
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
@@ -69,17 +70,6 @@ norm 9.35 -> 9.53 ms pipelined, against logsumexp 11.77 -> 11.23 ms and softmax 
 (expanded exp, about 60 ops)."""
 
 
-def _outside(v: SSAValue, nest: loop.ForOp) -> bool:
-    """Whether ``v`` is defined outside ``nest`` (an operand the nest only reads)."""
-    owner = v.owner
-    op = owner if isinstance(owner, Operation) else owner.parent_op()
-    while op is not None:
-        if op is nest:
-            return False
-        op = op.parent_op()
-    return True
-
-
 def _phases(nest: loop.ForOp, min_ops: int) -> tuple[loop.ForOp, loop.ForOp] | None:
     """The first two phases (P1, P2) of a nest this pass may pipeline (P2 with ``min_ops`` ops or more), or None."""
     if nest.inits or nest.parallel is None or FALLBACK in nest.attributes or constant_of(nest.step) != 1:
@@ -101,7 +91,7 @@ def _phases(nest: loop.ForOp, min_ops: int) -> tuple[loop.ForOp, loop.ForOp] | N
         return None
     if sum(1 for _ in p2.walk()) - 1 < min_ops:
         return None
-    if not all(_outside(v, nest) for v in p1.operands):
+    if not all(defined_outside(v, nest) for v in p1.operands):
         return None
     inner = p1.body.block
     for op in inner.ops:
@@ -110,7 +100,7 @@ def _phases(nest: loop.ForOp, min_ops: int) -> tuple[loop.ForOp, loop.ForOp] | N
         for v in op.operands:
             owner = v.owner
             mine = v in inner.args or (isinstance(owner, Operation) and owner.parent_block() is inner)
-            if not (mine or v is iv or _outside(v, nest)):
+            if not (mine or v is iv or defined_outside(v, nest)):
                 return None
     return p1, p2
 

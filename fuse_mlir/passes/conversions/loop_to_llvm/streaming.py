@@ -30,11 +30,12 @@ from collections.abc import Callable, Sequence
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import MemRefType, VectorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.llvmx import FenceOp
 from fuse_mlir.dialects.types import I64
+from fuse_mlir.ir import defined_outside
 from fuse_mlir.mathlib.ops import is_scalar_op
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import FunctionBuilder, byte_size
 from fuse_mlir.passes.scalar import constant_of
@@ -47,17 +48,6 @@ LINE = 64
 
 TILE_BYTES = 1024
 """Bytes of one streamed store's stack tile: 16 lines, so the copy-out loop is short and the tile stays in L1."""
-
-
-def _defined_outside(v: SSAValue, region_op: Operation) -> bool:
-    """Whether ``v`` is defined outside ``region_op`` (so it is known before the op runs)."""
-    owner = v.owner
-    op = owner if isinstance(owner, Operation) else owner.parent_op()
-    while op is not None:
-        if op is region_op:
-            return False
-        op = op.parent_op()
-    return True
 
 
 def element_bytes(t: MemRefType) -> int | None:
@@ -93,7 +83,7 @@ def streamable(store: loop.StoreOp) -> bool:
     *outer, last = store.positions
     if last is not inner.body.block.args[0] or not versionable(inner):
         return False
-    return all(_defined_outside(p, inner) for p in outer)
+    return all(defined_outside(p, inner) for p in outer)
 
 
 def streamed_stores(op: loop.ForOp) -> list[loop.StoreOp]:
