@@ -328,16 +328,18 @@ class Nest:
         env, c, err = t.entry.args
         lo0, hi0, n = (t.load(t.slot(env, k), I64) for k in range(3))
         trip = t.val(llvm.SubOp(hi0, lo0))
+        # When the outer loop writes rows of streaming stores itself, chunks start at multiples of ALIGN_STEP
+        # iterations, so each starts on a cache line when the row does (the last chunk ends at hi0).
+        aligned = shared.streaming_min_bytes > 0 and bool(streamed_stores(self.op))
+        mask = t.const(-ALIGN_STEP) if aligned else None
         lo_off = t.val(llvm.SDivOp(t.mul(trip, c), n))
-        hi_off = t.val(llvm.SDivOp(t.mul(trip, t.add(c, t.const(1))), n))
-        if shared.streaming_min_bytes > 0 and streamed_stores(self.op):
-            # The outer loop writes rows of streaming stores itself: chunks start at multiples of ALIGN_STEP
-            # iterations, so each starts on a cache line when the row does (the last chunk ends at hi0).
-            mask = t.const(-ALIGN_STEP)
+        if mask is not None:
             lo_off = t.val(llvm.AndOp(lo_off, mask))
+        lo = t.add(lo0, lo_off)
+        hi_off = t.val(llvm.SDivOp(t.mul(trip, t.add(c, t.const(1))), n))
+        if mask is not None:
             last = t.icmp("eq", t.add(c, t.const(1)), n)
             hi_off = t.val(llvm.SelectOp(last, trip, t.val(llvm.AndOp(hi_off, mask))))
-        lo = t.add(lo0, lo_off)
         hi = t.add(lo0, hi_off)
         nacc = len(self.carried)
         out = t.slot(env, t.add(t.mul(c, t.const(nacc)), t.const(part_off))) if nacc else env
