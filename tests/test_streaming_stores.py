@@ -49,8 +49,9 @@ def _arrays(shapes: dict[str, object], dtype: str) -> dict[str, np.ndarray]:
     return {k: rng.uniform(-2.0, 2.0, s).astype(dtype) for k, s in shapes.items()}
 
 
-def _run(module, arrays, *, streaming: int, threads: int = 1, out=None) -> list[np.ndarray]:
-    kernel = NativeKernel(module, streaming=streaming, threads=threads, parallel_min=1)
+def _run(module, arrays, *, streaming: int, threads: int = 1, out=None, kernel=None) -> list[np.ndarray]:
+    if kernel is None:
+        kernel = NativeKernel(module, streaming=streaming, threads=threads, parallel_min=1)
     return kernel([arrays[n] for n in _slots(module)], out=out)
 
 
@@ -65,10 +66,12 @@ def test_streamed_kernels_write_what_plain_ones_write(name, dtype, threads):
     src, shapes = PROGRAMS[name]
     module = _module(src, dtype)
     assert _marked(module) > 0, "the llvm pipeline marks this program's output stores"
+    plain_kernel = NativeKernel(module, streaming=0, threads=threads, parallel_min=1)
+    streamed_kernel = NativeKernel(module, streaming=1, threads=threads, parallel_min=1)
     for rows, cols in SHAPES:
         arrays = _arrays(shapes(rows, cols), dtype)
-        plain = _run(module, arrays, streaming=0, threads=threads)
-        streamed = _run(module, arrays, streaming=1, threads=threads)
+        plain = _run(module, arrays, streaming=0, kernel=plain_kernel)
+        streamed = _run(module, arrays, streaming=1, kernel=streamed_kernel)
         for p, s in zip(plain, streamed):
             if name in EXACT:
                 np.testing.assert_array_equal(s, p, err_msg=f"{name} {rows}x{cols}")

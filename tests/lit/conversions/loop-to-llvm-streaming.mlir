@@ -1,9 +1,9 @@
 // lower-loop-to-llvm of a store marked nontemporal. With streaming-min-bytes > 0 the row loop runs in one of
 // two versions, chosen when it starts: if the buffer holds at least that many bytes and the row's first
 // element is 64-byte aligned, tiles of 128 float64 iterations store into a 64-byte aligned stack tile, each
-// copied out with 16 whole-line vector<8xf64> stores marked nontemporal, then the iterations after the last
-// whole tile run with ordinary stores and a seq_cst fence publishes the streamed lines; otherwise the plain
-// loop. Without the option (the default) the mark is ignored.
+// copied out with 16 whole-line vector<8xf64> stores marked nontemporal, and a seq_cst fence publishes the
+// streamed lines; one ordinary loop then runs the iterations after the last whole tile, or the whole row when
+// the test fails. Without the option (the default) the mark is ignored.
 // RUN: %fuse-opt %s -p 'lower-loop-to-llvm{streaming-min-bytes=4096}' | filecheck %s --check-prefix=STREAM
 // RUN: %fuse-opt %s -p 'lower-loop-to-llvm' | filecheck %s --check-prefix=PLAIN
 builtin.module attributes {fuse.args = [#fuse.arg<"A", input>], fuse.results = [#fuse.result<"B", export>], fuse.errors = [], fuse.host_calls = []} {

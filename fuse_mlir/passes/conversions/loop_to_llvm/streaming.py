@@ -8,12 +8,12 @@ and the first element each stream writes is 64-byte aligned, the loop runs in
 tiles of :data:`TILE_BYTES`: each tile's iterations run as written, except that
 a streamed store writes into a 64-byte aligned stack tile (in L1) instead of
 its buffer; then the tile is copied out with whole-line vector stores marked
-``!nontemporal`` (``vmovntpd``/``vmovntps``: no read-for-ownership). The
-iterations after the last whole tile, and every loop that fails the test, run
-with ordinary stores. A ``fence seq_cst`` ends the streaming version
-(streaming stores are weakly ordered; the fence publishes them before the
-loop's results are used or another thread reads the buffer). The value written
-is the same either way.
+``!nontemporal`` (``vmovntpd``/``vmovntps``: no read-for-ownership), and a
+``fence seq_cst`` follows the last tile (streaming stores are weakly ordered;
+the fence publishes them before the loop's results are used or another thread
+reads the buffer). One ordinary loop then runs the iterations after the last
+whole tile, or all of them when the test fails, so the body is emitted twice.
+The value written is the same either way.
 
 Why a stack tile and not LLVM's own vectoriser: LLVM widens a non-temporal
 scalar store only if the scalar claims the vector's alignment (64 bytes), and
@@ -153,15 +153,16 @@ def stream_loop(
         return nexts
 
     tiled = fb.counted_loop(lower, tiles_end, fb.const(tile), list(inits), one_tile)
-    fast = list(emit_loop(tiles_end, upper, tiled))
     fb.emit(FenceOp("seq_cst"))
-    join = fb.new_block([v.type for v in fast])
-    fb.emit(llvm.BrOp(join, *fast))
+    # One ordinary loop serves both versions (the iterations after the last tile, or all of them): the body
+    # is emitted twice, not three times, which keeps LLVM's work per kernel down.
+    rest = fb.new_block([I64, *(v.type for v in inits)])
+    fb.emit(llvm.BrOp(rest, tiles_end, *tiled))
     fb.start(plain)
-    slow = list(emit_loop(lower, upper, inits))
-    fb.emit(llvm.BrOp(join, *slow))
-    fb.start(join)
-    return list(join.args)
+    fb.emit(llvm.BrOp(rest, lower, *inits))
+    fb.start(rest)
+    start, *carried = rest.args
+    return list(emit_loop(start, upper, carried))
 
 
 def _memref(s: loop.StoreOp) -> MemRefType:
