@@ -296,10 +296,10 @@ class _Lowering(FunctionBuilder):
                 self.lower_op(inner)
             raise ValueError("lower-loop-to-llvm: loop.for body without loop.yield")
 
+        step = self.v(op.step)
         stores = streamed_stores(op) if self.shared.streaming_min_bytes > 0 else []
         if not stores:
-            return self.counted_loop(lower, upper, self.v(op.step), inits, body)
-        step = self.v(op.step)
+            return self.counted_loop(lower, upper, step, inits, body)
         return stream_loop(
             self, stores, lower, upper, inits, lambda lo, hi, i: self.counted_loop(lo, hi, step, i, body)
         )

@@ -88,9 +88,7 @@ def streamable(store: loop.StoreOp) -> bool:
 
 def streamed_stores(op: loop.ForOp) -> list[loop.StoreOp]:
     """The marked stores directly in ``op``'s body that a streaming store may write."""
-    return [
-        s for s in op.body.block.ops if isinstance(s, loop.StoreOp) and NONTEMPORAL in s.attributes and streamable(s)
-    ]
+    return [s for s in op.body.block.ops if isinstance(s, loop.StoreOp) and s.nontemporal is not None and streamable(s)]
 
 
 def stream_loop(
@@ -107,14 +105,13 @@ def stream_loop(
     results; while ``fb.streaming`` maps a store to its (stack tile, tile's first iteration), the lowering
     writes that store into the tile.
     """
-    widths = {element_bytes(_memref(s)) or 0 for s in stores}
-    elem_bytes = max(widths)
-    tile = TILE_BYTES // elem_bytes  # iterations per tile: every stream's tile is a whole number of lines
+    widths = [byte_size(_memref(s).element_type) for s in stores]  # 4 or 8: streamable() checked
+    tile = TILE_BYTES // max(widths)  # iterations per tile: every stream's tile is a whole number of lines
     ok: SSAValue | None = None
     rows: list[SSAValue] = []
-    for s in stores:
+    for s, width in zip(stores, widths):
         b = fb.buf(s.buffer)
-        size = fb.mul(fb.numel(b.extents), fb.const(element_bytes(_memref(s)) or 0), nsw=False)
+        size = fb.mul(fb.numel(b.extents), fb.const(width), nsw=False)
         big = fb.icmp("uge", size, fb.const(fb.shared.streaming_min_bytes))
         first = fb.element_ptr(b, [*(fb.v(p) for p in s.positions[:-1]), lower])
         rows.append(first)
@@ -139,9 +136,9 @@ def stream_loop(
         finally:
             fb.streaming = {}
         offset = fb.val(llvm.SubOp(base, lower))
-        for s, t, row in zip(stores, scratch, rows):
+        for s, t, row, width in zip(stores, scratch, rows, widths):
             elem = fb.buf(s.buffer).elem
-            lanes = LINE // (element_bytes(_memref(s)) or 1)
+            lanes = LINE // width
             vec = VectorType(elem, [lanes])
             dst = fb.gep(row, offset, elem)
             for k in range(tile // lanes):
