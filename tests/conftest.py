@@ -43,9 +43,20 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _fuse_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Point ``FUSE_CACHE_DIR`` (read on every compile, inherited by subprocesses) at a session temp folder."""
+    """Point ``FUSE_CACHE_DIR`` (read on every compile, inherited by subprocesses) at a session temp folder.
+
+    Under pytest-xdist every worker gets the same folder (the session's, above the workers' own), so a kernel
+    one worker compiled is loaded, not compiled again, by the others: the disk cache writes each entry
+    atomically and its keys are the same in every process (tests that count compiles use folders of their own).
+    """
     old = os.environ.get("FUSE_CACHE_DIR")
-    os.environ["FUSE_CACHE_DIR"] = str(tmp_path_factory.mktemp("fuse_cache"))
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = base.parent / "fuse_cache"
+        shared.mkdir(exist_ok=True)
+        os.environ["FUSE_CACHE_DIR"] = str(shared)
+    else:
+        os.environ["FUSE_CACHE_DIR"] = str(tmp_path_factory.mktemp("fuse_cache"))
     yield
     if old is None:
         os.environ.pop("FUSE_CACHE_DIR", None)
