@@ -65,22 +65,12 @@ def _has_checks(kernel: ew.GenericOp) -> bool:
 
 
 def _is_cheap(kernel: ew.GenericOp) -> bool:
-    ops = [o for o in kernel.body.block.ops if not isinstance(o, ew.YieldOp)]
+    ops = [o for _, o in zip(range(CHEAP_BODY_OPS + 2), kernel.body.block.ops) if not isinstance(o, ew.YieldOp)]
     return len(ops) <= CHEAP_BODY_OPS and not any(o.name.startswith("math.") for o in ops)
 
 
 def _has_reduction(kernel: ew.GenericOp) -> bool:
     return "reduction" in kernel.iterator_list()
-
-
-def _allowed(target: Target, kernels: Iterable[ew.GenericOp]) -> bool:
-    """Whether the target lets these kernels share one loop nest."""
-    ks = list(kernels)
-    if any(_has_reduction(k) for k in ks) and not target.fuse_reductions:
-        return False
-    if any(_has_gather(k) for k in ks) and not target.fuse_gathers:
-        return False
-    return target.fuse or all(_has_reduction(k) or _has_gather(k) for k in ks)
 
 
 class _Fuser(Schedule):
@@ -114,10 +104,39 @@ class _Fuser(Schedule):
         self._seq = 0
         self._fact_cache: dict[Operation, tuple[int, bool, bool, frozenset, frozenset]] = {}
         self._first_user: dict[Operation, float] = {}  # invalidated by _touched
+        # What a kernel's body reads from outside, and whether it gathers: walked once per kernel of the block;
+        # a fused kernel's are its parts' (walking each new body made fusing a chain of n kernels O(n^2)).
+        self._body_reads: dict[Operation, list[SSAValue]] = {}
+        self._gathers: dict[Operation, bool] = {}
+        self._refused_siblings: set[Operation] = set()  # live kernels phase 2 refused and nothing re-queued
         self._last_read: dict[Operation, int] = {}  # invalidated by _touched
         for k in kernels:
             self._by_sig.setdefault(self.sig(k), set()).add(k)
             self._push(k, range(len(self.PHASES)))
+
+    def reads_of(self, op: Operation) -> list[SSAValue]:
+        if not isinstance(op, ew.GenericOp):
+            return reads(op)
+        inner = self._body_reads.get(op)
+        if inner is None:
+            inner = self._body_reads[op] = reads(op)[len(op.operands) :]
+        return [*op.operands, *inner]
+
+    def has_gather(self, kernel: ew.GenericOp) -> bool:
+        hit = self._gathers.get(kernel)
+        if hit is None:
+            hit = self._gathers[kernel] = _has_gather(kernel)
+        return hit
+
+    def _inherit(self, new: ew.GenericOp, parts: Sequence[ew.GenericOp]) -> None:
+        """Give ``new`` (built from ``parts``, not yet placed) its parts' body reads and gather flag."""
+        dead = {r for k in parts for r in k.outputs}
+        inner: dict[SSAValue, None] = {}
+        for k in parts:
+            inner.update(dict.fromkeys(self.reads_of(k)[len(k.operands) :]))
+        if not dead.intersection(inner):  # else a body read a part's result: walk the new body when asked
+            self._body_reads[new] = list(inner)
+        self._gathers[new] = any(self.has_gather(k) for k in parts)
 
     def width(self, kernel: ew.GenericOp) -> int:
         return self._facts(kernel)[0]
@@ -130,7 +149,7 @@ class _Fuser(Schedule):
             tables = frozenset(kernel.tables)
             hit = (
                 len(kernel.inputs) + len(kernel.tables),
-                _has_gather(kernel),
+                self.has_gather(kernel),
                 self.is_reduction(kernel),
                 pairs,
                 tables,
@@ -139,7 +158,8 @@ class _Fuser(Schedule):
         return hit
 
     def _allowed(self, a: ew.GenericOp, b: ew.GenericOp) -> bool:
-        """:func:`_allowed` for two kernels, from their cached facts."""
+        """Whether the target lets ``a`` and ``b`` share one loop nest (reductions and gathers need their own
+        capabilities; a target without plain fusion fuses only those), from their cached facts."""
         fa, fb = self._facts(a), self._facts(b)
         if (fa[2] or fb[2]) and not self.target.fuse_reductions:
             return False
@@ -160,7 +180,7 @@ class _Fuser(Schedule):
         """The highest position of an op defining a value ``kernel`` reads (-1 if none); cached likewise."""
         hit = self._last_read.get(kernel)
         if hit is None:
-            hit = self._last_read[kernel] = max((self.owner_position(v) for v in reads(kernel)), default=-1)
+            hit = self._last_read[kernel] = max((self.owner_position(v) for v in self.reads_of(kernel)), default=-1)
         return hit
 
     def is_reduction(self, kernel: ew.GenericOp) -> bool:
@@ -180,6 +200,8 @@ class _Fuser(Schedule):
 
     def _push(self, kernel: ew.GenericOp, phases: Iterable[int]) -> None:
         for ph in phases:
+            if ph == 2:
+                self._refused_siblings.discard(kernel)
             if kernel not in self._pending[ph]:
                 self._pending[ph].add(kernel)
                 self._seq += 1
@@ -198,6 +220,8 @@ class _Fuser(Schedule):
     def _done(self, ph: int, kernel: ew.GenericOp) -> None:
         """``kernel``'s move in phase ``ph`` was refused: it waits until a move touches it."""
         self._pending[ph].discard(kernel)
+        if ph == 2:
+            self._refused_siblings.add(kernel)
 
     def _touched(self, new: ew.GenericOp) -> None:
         """Put back on the worklists what a move that made ``new`` may have changed.
@@ -211,7 +235,7 @@ class _Fuser(Schedule):
         """
         self._by_sig.setdefault(self.sig(new), set()).add(new)
         self._push(new, range(len(self.PHASES)))
-        for v in reads(new):
+        for v in self.reads_of(new):
             owner = v.owner
             top = top_level(owner, self.block) if isinstance(owner, Operation) else None
             if isinstance(top, ew.GenericOp) and top is not new:
@@ -225,18 +249,18 @@ class _Fuser(Schedule):
         sig, here = self.sig(new), self.pos[new]
         if self.is_reduction(new):
             later = [k for k in self._by_sig[sig] if k in self.pos and self.pos[k] > here]
-        else:
-            later = [
-                u.operation
-                for v in [*new.inputs, *new.tables]
-                for u in v.uses
-                if isinstance(u.operation, ew.GenericOp)
-                and u.operation in self.pos
-                and self.pos[u.operation] > here
-                and self.sig(u.operation) == sig
-            ]
-        for k in later:
-            self._push(k, (0, 2))
+            for k in later:
+                self._push(k, (0, 2))
+        elif self._refused_siblings:
+            # A map's siblings are maps (same iterators), which phase 0 refuses at once, so only phase 2 can
+            # change its answer, and only for a kernel it refused: while it has refused none (all of a long
+            # chain's inlining), no scan. Scanning every user of a shared input after every move made fusing
+            # a chain of n kernels that all read X O(n^2).
+            for v in [*new.inputs, *new.tables]:
+                for u in v.uses:
+                    k = u.operation
+                    if k in self._refused_siblings and self.pos[k] > here and self.sig(k) == sig:  # type: ignore[arg-type]
+                        self._push(k, (2,))  # type: ignore[arg-type]
 
     def replace(
         self, old: Sequence[tuple[SSAValue, SSAValue]], new: ew.GenericOp, at: Operation, dead: list[Operation]
@@ -249,6 +273,7 @@ class _Fuser(Schedule):
             op.detach()
             op.erase()
             del self.pos[op]
+            self._refused_siblings.discard(op)
             self._by_sig.get(self._sigs.get(op, ()), set()).discard(op)
         self.pos[new] = here  # the slot of the kernel it replaces: every other position stays valid
         self._touched(new)
@@ -298,7 +323,9 @@ class _Fuser(Schedule):
             return False
         if self.depends(b, a):
             return False
+        self.reads_of(a), self.reads_of(b), self.has_gather(a), self.has_gather(b)  # cached before the bodies move
         merged = merge_siblings(a, b)
+        self._inherit(merged, (a, b))
         pairs = list(zip([*a.outputs, *b.outputs], merged.outputs))
         self.replace(pairs, merged, at, [a, b])
         count("fuse", "siblings-merged")
@@ -340,11 +367,13 @@ class _Fuser(Schedule):
             # Under the consumer's extra dims the checks would run only where those are non-empty: an
             # out-of-range index must be an error whatever the consumer's loop space (as on the reference).
             return False
-        if not _allowed(self.target, (p, c)):
+        if not self._allowed(p, c):
             return False
         if self.width(p) + self.width(c) - len(slots) > self.max_operands:
             return False
+        self.reads_of(p), self.reads_of(c), self.has_gather(p), self.has_gather(c)  # cached before the bodies move
         fused = inline_producer(p, c, slots, keep)
+        self._inherit(fused, (p, c))
         nc = len(c.outputs)
         pairs = list(zip(c.outputs, fused.outputs[:nc])) + [
             (p.outputs[k], fused.outputs[nc + i]) for i, k in enumerate(keep)

@@ -73,12 +73,16 @@ class Schedule:
                 out.append(self.pos[top])
         return out
 
+    def reads_of(self, op: Operation) -> list[SSAValue]:
+        """:func:`reads` of an op of this block (a subclass may cache it)."""
+        return reads(op)
+
     def depends(self, later: Operation, earlier: Operation) -> bool:
         """Whether ``later`` reads a result of ``earlier``, directly or through ops of this block."""
         lo = self.pos[earlier]
         stack, seen = [later], {later}
         while stack:
-            for v in reads(stack.pop()):
+            for v in self.reads_of(stack.pop()):
                 owner = v.owner
                 top = top_level(owner, self.block) if isinstance(owner, Operation) else None
                 if top is None or self.pos[top] < lo or top in seen:
