@@ -246,6 +246,8 @@ class _Fuser(Schedule):
                 user = top_level(use.operation, self.block)
                 self._last_read.pop(user, None)  # type: ignore[arg-type]
                 self._fact_cache.pop(user, None)  # type: ignore[arg-type]
+                if use.operation is not user:  # read inside its body: the cached body reads name the old value
+                    self._body_reads.pop(user, None)  # type: ignore[arg-type]
         sig, here = self.sig(new), self.pos[new]
         if self.is_reduction(new):
             later = [k for k in self._by_sig[sig] if k in self.pos and self.pos[k] > here]
