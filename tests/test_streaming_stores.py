@@ -49,9 +49,11 @@ def _arrays(shapes: dict[str, object], dtype: str) -> dict[str, np.ndarray]:
     return {k: rng.uniform(-2.0, 2.0, s).astype(dtype) for k, s in shapes.items()}
 
 
-def _run(module, arrays, *, streaming: int, threads: int = 1, out=None, kernel=None) -> list[np.ndarray]:
-    if kernel is None:
-        kernel = NativeKernel(module, streaming=streaming, threads=threads, parallel_min=1)
+def _kernel(module, *, streaming: int, threads: int = 1) -> NativeKernel:
+    return NativeKernel(module, streaming=streaming, threads=threads, parallel_min=1)
+
+
+def _run(kernel: NativeKernel, module, arrays, out=None) -> list[np.ndarray]:
     return kernel([arrays[n] for n in _slots(module)], out=out)
 
 
@@ -66,12 +68,12 @@ def test_streamed_kernels_write_what_plain_ones_write(name, dtype, threads):
     src, shapes = PROGRAMS[name]
     module = _module(src, dtype)
     assert _marked(module) > 0, "the llvm pipeline marks this program's output stores"
-    plain_kernel = NativeKernel(module, streaming=0, threads=threads, parallel_min=1)
-    streamed_kernel = NativeKernel(module, streaming=1, threads=threads, parallel_min=1)
+    plain_kernel = _kernel(module, streaming=0, threads=threads)
+    streamed_kernel = _kernel(module, streaming=1, threads=threads)
     for rows, cols in SHAPES:
         arrays = _arrays(shapes(rows, cols), dtype)
-        plain = _run(module, arrays, streaming=0, kernel=plain_kernel)
-        streamed = _run(module, arrays, streaming=1, kernel=streamed_kernel)
+        plain = _run(plain_kernel, module, arrays)
+        streamed = _run(streamed_kernel, module, arrays)
         for p, s in zip(plain, streamed):
             if name in EXACT:
                 np.testing.assert_array_equal(s, p, err_msg=f"{name} {rows}x{cols}")
@@ -87,7 +89,7 @@ def test_misaligned_out_arrays_take_the_plain_loop(offset):
     x = _arrays({"X": (6, 200)}, "float64")
     base = np.full(6 * 200 + 16, np.nan)
     out = base[offset : offset + 6 * 200].reshape(6, 200)
-    (got,) = _run(module, x, streaming=1, out=[out])
+    (got,) = _run(_kernel(module, streaming=1), module, x, out=[out])
     np.testing.assert_array_equal(got, x["X"] * x["X"] + 1.0)
     np.testing.assert_array_equal(out, got)
 
@@ -97,7 +99,7 @@ def test_below_the_size_threshold_nothing_streams():
     machine code keeps both versions."""
     module = _module(PROGRAMS["rows"][0], "float64")
     x = _arrays({"X": (4, 128)}, "float64")
-    (got,) = _run(module, x, streaming=1 << 20)
+    (got,) = _run(_kernel(module, streaming=1 << 20), module, x)
     np.testing.assert_array_equal(got, x["X"] * x["X"] + 1.0)
 
 

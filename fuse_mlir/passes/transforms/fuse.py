@@ -128,15 +128,20 @@ class _Fuser(Schedule):
             hit = self._gathers[kernel] = _has_gather(kernel)
         return hit
 
-    def _inherit(self, new: ew.GenericOp, parts: Sequence[ew.GenericOp]) -> None:
-        """Give ``new`` (built from ``parts``, not yet placed) its parts' body reads and gather flag."""
+    def _joined(self, parts: Sequence[ew.GenericOp]) -> tuple[list[SSAValue] | None, bool]:
+        """The body reads and gather flag of a kernel fused from ``parts``, read before their bodies move (None
+        for the reads if a body reads a part's result: the fused body is walked when asked)."""
         dead = {r for k in parts for r in k.outputs}
         inner: dict[SSAValue, None] = {}
         for k in parts:
             inner.update(dict.fromkeys(self.reads_of(k)[len(k.operands) :]))
-        if not dead.intersection(inner):  # else a body read a part's result: walk the new body when asked
-            self._body_reads[new] = list(inner)
-        self._gathers[new] = any(self.has_gather(k) for k in parts)
+        return (None if dead.intersection(inner) else list(inner)), any(self.has_gather(k) for k in parts)
+
+    def _inherit(self, new: ew.GenericOp, joined: tuple[list[SSAValue] | None, bool]) -> None:
+        """Record for ``new`` what :meth:`_joined` read from its parts."""
+        body_reads, self._gathers[new] = joined
+        if body_reads is not None:
+            self._body_reads[new] = body_reads
 
     def width(self, kernel: ew.GenericOp) -> int:
         return self._facts(kernel)[0]
@@ -325,9 +330,9 @@ class _Fuser(Schedule):
             return False
         if self.depends(b, a):
             return False
-        self.reads_of(a), self.reads_of(b), self.has_gather(a), self.has_gather(b)  # cached before the bodies move
+        joined = self._joined((a, b))
         merged = merge_siblings(a, b)
-        self._inherit(merged, (a, b))
+        self._inherit(merged, joined)
         pairs = list(zip([*a.outputs, *b.outputs], merged.outputs))
         self.replace(pairs, merged, at, [a, b])
         count("fuse", "siblings-merged")
@@ -373,9 +378,9 @@ class _Fuser(Schedule):
             return False
         if self.width(p) + self.width(c) - len(slots) > self.max_operands:
             return False
-        self.reads_of(p), self.reads_of(c), self.has_gather(p), self.has_gather(c)  # cached before the bodies move
+        joined = self._joined((p, c))
         fused = inline_producer(p, c, slots, keep)
-        self._inherit(fused, (p, c))
+        self._inherit(fused, joined)
         nc = len(c.outputs)
         pairs = list(zip(c.outputs, fused.outputs[:nc])) + [
             (p.outputs[k], fused.outputs[nc + i]) for i, k in enumerate(keep)

@@ -98,18 +98,84 @@ def _unique(inputs: Sequence[SSAValue], maps: Sequence[tuple[int, ...]], tables:
     return len(set(zip(inputs, maps))) == len(inputs) and len(set(tables)) == len(tables)
 
 
-def _add_args(block: Block, ops: _Operands, n_in: int, n_tab: int) -> tuple[list[SSAValue], list[SSAValue]]:
-    """Give a host body whose arguments are ``ops``' first ``n_in`` inputs and first ``n_tab`` tables (its own,
-    in order) arguments for the rest: new inputs after its inputs, new tables after its tables. Returns the
-    arguments of ``ops.inputs`` and of ``ops.tables``."""
-    new_in = ops.inputs[n_in:]
-    for k, v in enumerate(new_in):
-        block.insert_arg(ew.signless(v.type.element_type), n_in + k)  # type: ignore[attr-defined]
-    for v in ops.tables[n_tab:]:
+def _add_args(block: Block, at: int, inputs: Sequence[SSAValue], tables: Sequence[SSAValue]) -> None:
+    """Give a host body arguments for the operands it gains: ``inputs`` from position ``at`` (after its own
+    inputs), ``tables`` at the end (after its own tables)."""
+    for k, v in enumerate(inputs):
+        block.insert_arg(ew.signless(v.type.element_type), at + k)  # type: ignore[attr-defined]
+    for v in tables:
         block.insert_arg(v.type, len(block.args))
-    args: list[SSAValue] = list(block.args)
-    n_all = len(ops.inputs)
-    return args[:n_all], args[n_all:]
+
+
+def _hosted_by_consumer(
+    producer: ew.GenericOp, consumer: ew.GenericOp, slots: dict[int, int], keep: Sequence[int], into: Sequence[int]
+) -> tuple[_Operands, Region] | None:
+    """The fused body built in the consumer's block: the producer's ops move in front of the consumer's. The
+    operands come in the order :func:`_moving_both` gives them (the consumer's first), so the IR is the same."""
+    c_block, n_c = consumer.body.block, len(consumer.inputs)
+    rest = [k for k in range(n_c) if k not in slots]
+    ops = _Operands()
+    c_maps = consumer.map_list()
+    ops.inputs, ops.maps, ops.tables = (
+        [consumer.inputs[k] for k in rest],
+        [c_maps[k] for k in rest],
+        list(consumer.tables),
+    )
+    if not _unique(ops.inputs, ops.maps, ops.tables):
+        return None
+    slot_args = {k: c_block.args[k] for k in slots}
+    p_in = [ops.input(v, tuple(into[d] for d in m)) for v, m in zip(producer.inputs, producer.map_list())]
+    p_tab = [ops.table(v) for v in producer.tables]
+    new_in = ops.inputs[len(rest) :]
+    _add_args(c_block, n_c, new_in, ops.tables[len(consumer.tables) :])  # slot arguments stay until erased below
+    args = list(c_block.args)  # [consumer inputs, new inputs, consumer tables, new tables]
+    in_args = [args[k] for k in rest] + args[n_c : n_c + len(new_in)]
+    tab_args = args[n_c + len(new_in) :]
+    first = c_block.first_op
+    assert first is not None
+    produced = _copy_body(
+        producer.body.block, c_block, [in_args[i] for i in p_in] + [tab_args[t] for t in p_tab], into, before=first
+    )
+    for k, arg in slot_args.items():
+        arg.replace_all_uses_with(produced[slots[k]])
+        c_block.erase_arg(arg)
+    if keep:
+        old = c_block.last_op
+        assert isinstance(old, ew.YieldOp)
+        c_block.add_op(ew.YieldOp([*old.values, *(produced[k] for k in keep)]))
+        old.detach()
+        old.erase()
+    return ops, consumer.detach_region(consumer.body)
+
+
+def _hosted_by_producer(
+    producer: ew.GenericOp, consumer: ew.GenericOp, slots: dict[int, int], keep: Sequence[int]
+) -> tuple[_Operands, Region] | None:
+    """The fused body built in the producer's block (the producer's dims are the consumer's): the consumer's
+    ops move after the producer's. The producer's operands come first."""
+    p_block = producer.body.block
+    ops = _Operands()
+    ops.inputs, ops.maps, ops.tables = list(producer.inputs), producer.map_list(), list(producer.tables)
+    if not _unique(ops.inputs, ops.maps, ops.tables):
+        return None
+    c_maps = consumer.map_list()
+    c_in = {k: ops.input(v, c_maps[k]) for k, v in enumerate(consumer.inputs) if k not in slots}
+    c_tab = [ops.table(v) for v in consumer.tables]
+    n_p = len(producer.inputs)
+    _add_args(p_block, n_p, ops.inputs[n_p:], ops.tables[len(producer.tables) :])
+    args = list(p_block.args)
+    in_args, tab_args = args[: len(ops.inputs)], args[len(ops.inputs) :]
+    old = p_block.last_op
+    assert isinstance(old, ew.YieldOp)
+    produced = list(old.values)
+    old.detach()
+    old.erase()
+    c_args = [produced[slots[k]] if k in slots else in_args[c_in[k]] for k in range(len(consumer.inputs))]
+    yielded = _copy_body(
+        consumer.body.block, p_block, c_args + [tab_args[t] for t in c_tab], range(len(consumer.extents))
+    )
+    p_block.add_op(ew.YieldOp([*yielded, *(produced[k] for k in keep)]))
+    return ops, producer.detach_region(producer.body)
 
 
 def _inline_in_place(
@@ -118,74 +184,42 @@ def _inline_in_place(
     """:func:`inline_producer`'s body built in the larger kernel's own block, which keeps its ops where they
     are: only the smaller body's ops move. Fusing a chain of n kernels into one moved the growing body at
     every step, O(n^2) ops (a sum of 1500 terms: 34 s in this step); now each step costs the smaller body.
-    None where the in-place form does not apply (then the caller moves both bodies)."""
-    c_maps, p_maps = consumer.map_list(), producer.map_list()
+    None where the in-place form does not apply (then :func:`_moving_both` builds it)."""
     p_block, c_block = producer.body.block, consumer.body.block
-    identity = tuple(range(len(consumer.extents)))
-    if not _smaller(c_block, p_block):  # the consumer hosts: its operands keep their order, as moving both would
-        rest = [k for k in range(len(consumer.inputs)) if k not in slots]
-        ops = _Operands()
-        ops.inputs, ops.maps = [consumer.inputs[k] for k in rest], [c_maps[k] for k in rest]
-        ops.tables = list(consumer.tables)
-        if not _unique(ops.inputs, ops.maps, ops.tables):
-            return None
-        slot_args = {k: c_block.args[k] for k in slots}
-        p_in = [ops.input(v, tuple(into[d] for d in p_maps[k])) for k, v in enumerate(producer.inputs)]
-        p_tab = [ops.table(v) for v in producer.tables]
-        n_keep = len(rest)
-        new_in = ops.inputs[n_keep:]
-        for k, v in enumerate(new_in):  # after the consumer's inputs, slots included (erased below)
-            c_block.insert_arg(ew.signless(v.type.element_type), len(consumer.inputs) + k)  # type: ignore[attr-defined]
-        for v in ops.tables[len(consumer.tables) :]:
-            c_block.insert_arg(v.type, len(c_block.args))
-        first = c_block.first_op
-        assert first is not None
-        produced = _copy_body(
-            p_block,
-            c_block,
-            [c_block.args[_consumer_arg(i, rest, len(consumer.inputs))] for i in p_in]
-            + [c_block.args[len(consumer.inputs) + len(new_in) + t] for t in p_tab],
-            into,
-            before=first,
-        )
-        for k, arg in slot_args.items():
-            arg.replace_all_uses_with(produced[slots[k]])
-            c_block.erase_arg(arg)
-        if keep:
-            old = c_block.last_op
-            assert isinstance(old, ew.YieldOp)
-            c_block.add_op(ew.YieldOp([*old.values, *(produced[k] for k in keep)]))
-            old.detach()
-            old.erase()
-        return ops, consumer.detach_region(consumer.body)
-    # The producer hosts: only a much smaller consumer, and only where the producer's dims are the consumer's (no
-    # renaming inside the large body).
+    if not _smaller(c_block, p_block):
+        return _hosted_by_consumer(producer, consumer, slots, keep, into)
+    # The producer hosts only a much smaller consumer, and only where its dims are the consumer's (no renaming
+    # inside the large body).
     if not _at_least(p_block, HOST_PRODUCER_OPS) or _at_least(c_block, HOST_PRODUCER_OPS // 4 + 1):
         return None
-    if tuple(into) != identity or len(producer.extents) != len(identity):
+    if tuple(into) != tuple(range(len(consumer.extents))) or len(producer.extents) != len(consumer.extents):
         return None
+    return _hosted_by_producer(producer, consumer, slots, keep)
+
+
+def _moving_both(
+    producer: ew.GenericOp, consumer: ew.GenericOp, slots: dict[int, int], keep: Sequence[int], into: Sequence[int]
+) -> tuple[_Operands, Region]:
+    """The fused body built in a new block that both bodies move into (the producer's ops first)."""
     ops = _Operands()
-    ops.inputs, ops.maps, ops.tables = list(producer.inputs), list(p_maps), list(producer.tables)
-    if not _unique(ops.inputs, ops.maps, ops.tables):
-        return None
+    c_maps, p_maps = consumer.map_list(), producer.map_list()
     c_in = {k: ops.input(v, c_maps[k]) for k, v in enumerate(consumer.inputs) if k not in slots}
+    p_in = [ops.input(v, tuple(into[d] for d in p_maps[k])) for k, v in enumerate(producer.inputs)]
     c_tab = [ops.table(v) for v in consumer.tables]
-    in_args, tab_args = _add_args(p_block, ops, len(producer.inputs), len(producer.tables))
-    old = p_block.last_op
-    assert isinstance(old, ew.YieldOp)
-    produced = list(old.values)
-    old.detach()
-    old.erase()
-    c_args = [produced[slots[k]] if k in slots else in_args[c_in[k]] for k in range(len(consumer.inputs))]
-    yielded = _copy_body(c_block, p_block, c_args + [tab_args[t] for t in c_tab], identity)
-    p_block.add_op(ew.YieldOp([*yielded, *(produced[k] for k in keep)]))
-    return ops, producer.detach_region(producer.body)
-
-
-def _consumer_arg(i: int, rest: Sequence[int], n_consumer: int) -> int:
-    """The position, among a consumer host's arguments before its slot arguments are erased, of input ``i``
-    of the fused kernel (its kept inputs come first, in their places; new ones follow the consumer's)."""
-    return rest[i] if i < len(rest) else n_consumer + i - len(rest)
+    p_tab = [ops.table(v) for v in producer.tables]
+    region, block = ew.GenericOp.make_body(ops.inputs, ops.tables)
+    nin = len(ops.inputs)
+    produced = _copy_body(
+        producer.body.block,
+        block,
+        [block.args[i] for i in p_in] + [block.args[nin + t] for t in p_tab],
+        into,
+    )
+    c_args = [produced[slots[k]] if k in slots else block.args[c_in[k]] for k in range(len(consumer.inputs))]
+    c_args += [block.args[nin + t] for t in c_tab]
+    yielded = _copy_body(consumer.body.block, block, c_args, range(len(consumer.extents)))
+    block.add_op(ew.YieldOp([*yielded, *(produced[k] for k in keep)]))
+    return ops, region
 
 
 def inline_producer(
@@ -205,38 +239,9 @@ def inline_producer(
     into = consumer.map_list()[next(iter(slots))]  # producer dim d -> consumer dim into[d]
     types = [r.type for r in consumer.outputs] + [producer.outputs[k].type for k in keep]
     kinds = consumer.kind_list() + ["none"] * len(keep)
-    hosted = _inline_in_place(producer, consumer, slots, keep, into)
-    if hosted is not None:
-        host_ops, host_region = hosted
-        return ew.GenericOp(
-            host_ops.inputs,
-            host_ops.tables,
-            list(consumer.extents),
-            host_ops.maps,
-            consumer.iterator_list(),
-            kinds,
-            host_region,
-            types,
-            loc_text(consumer),
-        )
-    ops = _Operands()
-    c_maps, p_maps = consumer.map_list(), producer.map_list()
-    c_in = {k: ops.input(v, c_maps[k]) for k, v in enumerate(consumer.inputs) if k not in slots}
-    p_in = [ops.input(v, tuple(into[d] for d in p_maps[k])) for k, v in enumerate(producer.inputs)]
-    c_tab = [ops.table(v) for v in consumer.tables]
-    p_tab = [ops.table(v) for v in producer.tables]
-    region, block = ew.GenericOp.make_body(ops.inputs, ops.tables)
-    nin = len(ops.inputs)
-    produced = _copy_body(
-        producer.body.block,
-        block,
-        [block.args[i] for i in p_in] + [block.args[nin + t] for t in p_tab],
-        into,
+    ops, region = _inline_in_place(producer, consumer, slots, keep, into) or _moving_both(
+        producer, consumer, slots, keep, into
     )
-    c_args = [produced[slots[k]] if k in slots else block.args[c_in[k]] for k in range(len(consumer.inputs))]
-    c_args += [block.args[nin + t] for t in c_tab]
-    yielded = _copy_body(consumer.body.block, block, c_args, range(len(consumer.extents)))
-    block.add_op(ew.YieldOp([*yielded, *(produced[k] for k in keep)]))
     return ew.GenericOp(
         ops.inputs,
         ops.tables,
