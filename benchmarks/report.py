@@ -9,9 +9,16 @@ included; by default one untimed call of the same implementation comes
 first, see :mod:`benchmarks.measure`).
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, when set, are removed for this
-command only (they slow current NumPy's OpenBLAS): the command re-executes
-itself without them before NumPy is imported. Only the standard library is
-imported at module level for that reason.
+command only (they slow current NumPy's OpenBLAS), and OPENBLAS_THREAD_TIMEOUT
+is set to 4 unless the caller set it: the command re-executes itself so before
+NumPy is imported. Only the standard library is imported at module level for
+that reason. The thread timeout: an OpenBLAS worker spins for 2^timeout cycles
+after each call before it sleeps (default 2^28, about 0.1 s here), far longer
+than the settling call; a process with two OpenBLAS builds (NumPy's and
+SciPy's, which Numba's ``np.dot`` calls) then runs every GEMM against the other
+build's spinning threads, at half speed on 2 cores (contract3 float64: every
+BLAS implementation 11-14 ms in the report, 6.5 ms alone; 6.8-6.9 ms with the
+timeout at 4).
 """
 
 from __future__ import annotations
@@ -28,19 +35,24 @@ if TYPE_CHECKING:
     from benchmarks.measure import CompileResult, WorkloadResult
 
 OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+OPENBLAS_TIMEOUT = ("OPENBLAS_THREAD_TIMEOUT", "4")
+"""Set for the report's process unless the caller set it (see the module docstring)."""
 _REEXEC_MARK = "_FUSE_BENCH_UNSET_OPENBLAS"
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "RESULTS.md"
 
 
-def _reexec_without_openblas_vars(argv: Sequence[str]) -> None:
-    """Re-run this command without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (no return when any is set)."""
+def _reexec_with_openblas_env(argv: Sequence[str]) -> None:
+    """Re-run this command without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE and with :data:`OPENBLAS_TIMEOUT`
+    (no return when anything changes)."""
     present = [k for k in OPENBLAS_VARS if k in os.environ]
-    if not present or _REEXEC_MARK in os.environ:
+    timeout_name, timeout = OPENBLAS_TIMEOUT
+    if (not present and timeout_name in os.environ) or _REEXEC_MARK in os.environ:
         return
-    if "numpy" in sys.modules:  # too late to unset for this process: go on and say so in the report
+    if "numpy" in sys.modules:  # too late to change for this process: go on and say so in the report
         return
     env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARS}
+    env.setdefault(timeout_name, timeout)
     env[_REEXEC_MARK] = " ".join(f"{k}={os.environ[k]}" for k in present)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     sys.stdout.flush()
@@ -162,7 +174,7 @@ def render(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the report; print it and write it to ``--output``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    _reexec_without_openblas_vars(argv)
+    _reexec_with_openblas_env(argv)
 
     from benchmarks.limits import measure as measure_limits
     from benchmarks.measure import FULL, QUICK, blas_info, machine, measure_compile, measure_workload
@@ -225,7 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             else f"{' '.join(still)} still set (NumPy was imported first)"
             if still
             else "OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE not set"
-        ),
+        )
+        + f"; {OPENBLAS_TIMEOUT[0]}={os.environ.get(OPENBLAS_TIMEOUT[0], 'not set (NumPy was imported first)')}",
         "mode": ("quick" if args.quick else "full")
         + (" (small inputs)" if args.small else " (full sizes)")
         + f"; {budget.min_rounds}–{budget.max_rounds} rounds, ≈{budget.target_s:g} s per workload and dtype"
