@@ -169,8 +169,9 @@ def exp_single(em: Emitter, x: SSAValue) -> SSAValue:
     xc = em.clamp_keep_nan(x, -104.0, 89.0)
     k = em.fma(xc, em.c(float(np.float32(INV_LN2))), em.c(em.magic))  # magic + round(x/ln2), as in exp
     n = em.sub(k, em.c(em.magic))
-    hi = em.fma(em.neg(n), em.c(LN2_HI_F), xc)  # exact
-    r = em.sub(hi, em.mul(n, em.c(LN2_LO_F)))  # the reduction's rounding error is below float32's precision
+    neg_n = em.neg(n)
+    # the inner fma is exact, the outer rounds once (the reduction's error is below float32's precision)
+    r = em.fma(neg_n, em.c(LN2_LO_F), em.fma(neg_n, em.c(LN2_HI_F), xc))
     r2 = em.mul(r, r)
     q = em.mul(r2, em.pairwise_horner(r, r2, EXP_POLY_F))
     s, e = em.fast_two_sum(em.c(1.0), r)
