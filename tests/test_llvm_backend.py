@@ -296,6 +296,19 @@ def test_sum_reduction_vectorises() -> None:
         assert "vaddpd" in asm  # packed double adds
 
 
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the large code model's form is x86-64's")
+def test_printed_assembly_is_the_jits() -> None:
+    """emit_assembly (``fuse-opt --emit=asm``) generates code as the JIT does: MCJIT's large code model reaches
+    the constant pool (here the max's -inf) through ``movabsq`` immediates, never a RIP-relative operand, which
+    the default code model would print for a loop that never runs."""
+    m = row_reduce_module(F64, "max")
+    lower_module(m)
+    asm = emit_assembly(emit_llvm_ir(m))
+    uses = [line for line in asm.splitlines() if ".LCPI" in line and not line.startswith(".LCPI")]
+    assert uses, asm
+    assert all(line.strip().startswith("movabsq") and "(%rip)" not in line for line in uses), uses
+
+
 def test_max_reduction_nan() -> None:
     kernel = NativeKernel(row_reduce_module(F64, "max"))
     x = RNG.standard_normal((5, 37))

@@ -456,7 +456,7 @@ def _asm(module: ModuleOp) -> str:
 TEXT_LEVELS = {
     "llvm-ir": ("LLVM IR text as emitted from the llvm dialect (deterministic)", _llvm_ir),
     "llvm-ir-opt": ("the LLVM IR after the O3 pipeline for the host CPU (vectorised loops)", _llvm_ir_opt),
-    "asm": ("host assembly", _asm),
+    "asm": ("host assembly, generated as the JIT generates it (its code model)", _asm),
 }
 
 

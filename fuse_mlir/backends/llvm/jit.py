@@ -126,16 +126,20 @@ _DEFINE = re.compile(r"^define [^@\n]*@([A-Za-z_.$][\w.$]*)\(", re.MULTILINE)
 _process = ctypes.CDLL(None)
 
 
-def _target_machine(opt_level: int, jit: bool) -> llvm.TargetMachine:
-    """A target machine for the host CPU and its features (a fresh one: an MCJIT engine takes ownership)."""
+def _target_machine(opt_level: int) -> llvm.TargetMachine:
+    """A target machine for the host CPU and its features, configured for MCJIT (a fresh one: an MCJIT engine
+    takes ownership). Its code model is ``jitdefault`` (x86-64: large), because MCJIT's RuntimeDyld places
+    code and read-only data independently, so a 32-bit PC-relative reference could be out of range (release
+    builds of LLVM do not check it); ``docs/optimisation.md`` gives what that costs in row kernels. The assembly and
+    optimised IR that ``fuse-opt`` prints come from the same configuration."""
     _init()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(
         cpu=llvm.get_host_cpu_name(),
         features=llvm.get_host_cpu_features().flatten(),
         opt=opt_level,
-        codemodel="jitdefault" if jit else "default",
-        jit=jit,
+        codemodel="jitdefault",
+        jit=True,
     )
 
 
@@ -165,16 +169,18 @@ def _optimise(mod: llvm.ModuleRef, tm: llvm.TargetMachine, opt_level: int) -> No
 def optimize_ir(ir: str, *, opt_level: int = 3) -> str:
     """The IR after the ``O<opt_level>`` pipeline for the host CPU (what the JIT would compile)."""
     with _lock:
-        tm = _target_machine(opt_level, jit=False)
+        tm = _target_machine(opt_level)
         mod = _parse(ir, tm)
         _optimise(mod, tm, opt_level)
         return str(mod)
 
 
 def emit_assembly(ir: str, *, opt_level: int = 3) -> str:
-    """The host assembly of the optimised module."""
+    """The host assembly of the optimised module, generated as the JIT generates it (its code model: on x86-64
+    the large one, so constant-pool addresses are ``movabsq`` immediates, not RIP-relative operands; the
+    default code model would print a different, faster-looking loop than the one that runs)."""
     with _lock:
-        tm = _target_machine(opt_level, jit=False)
+        tm = _target_machine(opt_level)
         mod = _parse(ir, tm)
         _optimise(mod, tm, opt_level)
         return tm.emit_assembly(mod)
@@ -292,7 +298,7 @@ def jit_compile(
     _resolve(symbols)
     with _lock:
         t0 = time.perf_counter()
-        tm = _target_machine(opt_level, jit=True)
+        tm = _target_machine(opt_level)
         mod = _parse(ir, tm)
         t1 = time.perf_counter()
         _optimise(mod, tm, opt_level)
@@ -401,7 +407,7 @@ def jit_units(
     timings: dict[str, float] = {}
     keys, objects = [], []
     with _lock:
-        tm = _target_machine(3, jit=True)
+        tm = _target_machine(3)
         for ir, level in units:
             key = unit_key(ir, level)
             obj = _UNITS.get(key) if cache else None
@@ -433,7 +439,7 @@ def jit_units(
 def _link(objects: list[bytes], symbols: tuple[str, ...], name: str, fn_type: Any) -> JitFunction:
     """One MCJIT engine holding ``objects`` (their symbols resolve among each other); ``name`` from it."""
     with _lock:
-        tm = _target_machine(0, jit=True)
+        tm = _target_machine(0)
         empty = llvm.parse_assembly("")
         empty.triple = tm.triple
         empty.data_layout = str(tm.target_data)
