@@ -73,6 +73,24 @@ def _exp_reduced(em: Emitter, r: SSAValue, r_lo: SSAValue | None, coeffs: list[f
     return em.add(s, em.add(e, small))
 
 
+def _exp_by_two_fmas(
+    em: Emitter, xc: SSAValue, inv_ln2: float, ln2: tuple[float, float], magic_bits: int, coeffs: list[float]
+) -> SSAValue:
+    """exp(xc) for an already clamped ``xc`` in the emitter's float type, shared by :func:`exp` and
+    :func:`exp_single` (their constants: 1/ln2, ln2 as (hi, lo), the rounding constant's bits, P's coefficients).
+
+    n comes from the bits of magic + round(xc/ln2) (a float-to-int conversion of NaN would be poison), and
+    xc - n·ln2 takes two fmas: the inner one exact, the outer rounding once, an absolute error of at most
+    ulp(0.35)/2 (2^-55 in float64, a relative error of exp(r) of about 0.1 ulp), so no r_lo is carried through
+    the polynomial: five operations fewer per element than ``exp_dd``'s compensated form."""
+    k = em.fma(xc, em.c(inv_ln2), em.c(em.magic))
+    n = em.sub(k, em.c(em.magic))
+    neg_n = em.neg(n)
+    r = em.fma(neg_n, em.c(ln2[1]), em.fma(neg_n, em.c(ln2[0]), xc))
+    y = _exp_reduced(em, r, None, coeffs)
+    return em.scale_int(y, em.isub(em.bits(k), em.ic(magic_bits)))
+
+
 def exp(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
     """exp(x) for float64 x: Cody–Waite reduction by two fmas, a degree-12 polynomial on |r| ≤ ln2/2
     (:data:`EXP_POLY`, 2^-61 relative), added to 1 last so 1 + q rounds once, then the 2^n scale (one
@@ -83,16 +101,9 @@ def exp(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
 
     NaN needs no select: the clamp keeps it, n is read from the bits of the rounding sum (a float-to-int
     conversion of NaN would be poison in LLVM), and NaN times the scale's powers of two is NaN."""
+    # |x/ln2| < 2^11 after the clamp, so the rounding constant's sum is exact
     xc = em.clamp_keep_nan(x, EXP_LO, EXP_HI)
-    k = em.fma(xc, em.c(INV_LN2), em.c(em.magic))  # magic + round(x/ln2): |x/ln2| < 2^11, exact
-    n = em.sub(k, em.c(em.magic))
-    neg_n = em.neg(n)
-    # x - n·ln2: the inner fma is exact, the outer rounds once, an absolute error of at most 2^-55 (|r| < 0.35),
-    # a relative error of exp(r) below 2^-55, about 0.1 ulp: the result stays within 0.8 ulp (measured) without
-    # carrying r_lo through the polynomial, five operations fewer per element than exp_dd's compensated form.
-    r = em.fma(neg_n, em.c(LN2_LO), em.fma(neg_n, em.c(LN2_HI), xc))
-    y = _exp_reduced(em, r, None, _taylor(2, 9) if single else EXP_POLY)
-    return em.scale_int(y, em.isub(em.bits(k), em.ic(MAGIC_BITS)))
+    return _exp_by_two_fmas(em, xc, INV_LN2, (LN2_HI, LN2_LO), MAGIC_BITS, _taylor(2, 9) if single else EXP_POLY)
 
 
 def expm1(em: Emitter, x: SSAValue, single: bool = False) -> SSAValue:
@@ -168,13 +179,4 @@ def exp_single(em: Emitter, x: SSAValue) -> SSAValue:
     to within half the smallest subnormal) and 89 (inf); NaN passes through the arithmetic as in :func:`exp`.
     Accuracy: within 1 ulp (subnormal results may round twice)."""
     xc = em.clamp_keep_nan(x, -104.0, 89.0)
-    k = em.fma(xc, em.c(float(np.float32(INV_LN2))), em.c(em.magic))  # magic + round(x/ln2), as in exp
-    n = em.sub(k, em.c(em.magic))
-    neg_n = em.neg(n)
-    # the inner fma is exact, the outer rounds once (the reduction's error is below float32's precision)
-    r = em.fma(neg_n, em.c(LN2_LO_F), em.fma(neg_n, em.c(LN2_HI_F), xc))
-    r2 = em.mul(r, r)
-    q = em.mul(r2, em.pairwise_horner(r, r2, EXP_POLY_F))
-    s, e = em.fast_two_sum(em.c(1.0), r)
-    y = em.add(s, em.add(e, q))
-    return em.scale_int(y, em.isub(em.bits(k), em.ic(MAGIC_BITS_F)))
+    return _exp_by_two_fmas(em, xc, float(np.float32(INV_LN2)), (LN2_HI_F, LN2_LO_F), MAGIC_BITS_F, EXP_POLY_F)
