@@ -387,3 +387,35 @@ def test_damaged_unit_is_rebuilt(fresh_units: Path) -> None:
     assert jit.UNIT_STATS == {"compiled": 1, "reused": len(units) - 1}
     assert diskcache.read_entry(victim.stem, "units") is not None
     _kernels_agree(KERNELS)
+
+
+def test_deep_nests_are_optimised_at_o1(fresh_units: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel whose loops nest deeper than DEEP_NEST_LOOPS is optimised at O1 (LLVM's loop passes cost about the
+    cube of the depth); the program's shallow kernels keep O3; the values agree with the reference."""
+    from fuse_mlir.backends.llvm import emit, jit
+
+    units: list[emit.Unit] = []
+    real = emit.emit_llvm_units
+
+    def spy(module: object, **kw: str) -> list[emit.Unit]:
+        out = real(module, **kw)  # type: ignore[arg-type]
+        units.extend(out)
+        return out
+
+    monkeypatch.setattr(emit, "emit_llvm_units", spy)  # NativeKernel imports it from .emit when it compiles
+    deep = jit.DEEP_NEST_LOOPS + 2
+    axes = ", ".join(f"i{k}" for k in range(1, deep))
+    src = f"S[i0] = A[i0, {axes}]\nT[j] = exp(B[j]) * 2\nexport S, T"
+    compiled = executor.compile_program(Program(src).lower())
+    depths = sorted(u.loop_depth for u in units if u.loop_depth)
+    assert depths and depths[-1] == deep and depths[0] == 1, depths
+    for u in units:
+        if u.loop_depth:
+            level = 1 if u.loop_depth > jit.DEEP_NEST_LOOPS else 3
+            assert jit.unit_key(u.ir, level) in compiled.kernel.jit.units, (u.loop_depth, level)
+    a = np.random.default_rng(0).standard_normal((3,) + (2,) * 4 + (1,) * (deep - 5))
+    b = np.linspace(-1, 1, 7)
+    want = Program(src).compile("reference")(A=a, B=b)
+    got = Program(src).compile("llvm")(A=a, B=b)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-12)

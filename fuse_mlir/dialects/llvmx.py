@@ -25,6 +25,10 @@ from xdsl.utils.exceptions import VerifyException
 
 FENCE_ORDERINGS = ("acquire", "release", "acq_rel", "seq_cst")
 
+LOOP_DEPTH = "fuse.loop_depth"
+"""Discardable attribute of an outlined loop nest's ``llvm.func`` (an ``i64``): how deeply its loops nest. The
+JIT optimises a deep nest less (:func:`fuse_mlir.backends.llvm.jit.unit_opt_level`); the emitted text omits it."""
+
 
 @irdl_op_definition
 class FPToSIOp(GenericCastOp):

@@ -47,7 +47,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from fuse_mlir.dialects.llvmx import FenceOp, mangle
+from fuse_mlir.dialects.llvmx import LOOP_DEPTH, FenceOp, mangle
 
 __all__ = ["EmitError", "Unit", "emit_llvm_ir", "emit_llvm_units", "type_text"]
 
@@ -540,6 +540,7 @@ class Unit:
 
     name: str
     ir: str
+    loop_depth: int = 0  # how deeply the function's loops nest (fuse.loop_depth of an outlined nest, else 0)
 
 
 _SYMBOL = re.compile(r"@([A-Za-z_.$][\w.$]*)")
@@ -590,7 +591,8 @@ def emit_llvm_units(module: ModuleOp, *, entry: str = "fuse_main") -> list[Unit]
         else:
             final = name
         renamed[name] = final
-        units.setdefault(final, Unit(final, ir))
+        depth = by_name[name].attributes.get(LOOP_DEPTH)
+        units.setdefault(final, Unit(final, ir, depth.value.data if isinstance(depth, IntegerAttr) else 0))
         return final
 
     unit_of(entry)

@@ -166,6 +166,23 @@ def _optimise(mod: llvm.ModuleRef, tm: llvm.TargetMachine, opt_level: int) -> No
     pm.run(mod, pb)
 
 
+DEEP_NEST_LOOPS = 16
+"""Loop depth above which a kernel is optimised at O1 at most (no vectoriser, no non-trivial unswitching).
+
+LLVM's loop passes run once per loop and each walks the loops inside it, so a nest's optimisation time grows
+faster than its depth. ``python -m benchmarks.nest_depth`` (cold compile to the end of the first call of
+``Y[i0, iN] = A[i0..iN/2] B[iN/2..iN]``, whose nests are about N/2 deep; load 0.9): all at O3, 0.9 s at
+N = 24, 2.3 s at 32, 5.2 s at 48, 6.4 s at 60; with this rule 1.0, 1.3, 1.1 and 1.8 s. LLVM's time passes put most of it in
+SimpleLoopUnswitch, LICM and IndVarSimplify. A nest this deep has seventeen or more axes, so almost all of
+them have tiny extents and vector code buys little there."""
+
+
+def unit_opt_level(opt_level: int, loop_depth: int) -> int:
+    """The level a kernel unit is optimised at: ``opt_level``, or at most 1 for a nest deeper than
+    :data:`DEEP_NEST_LOOPS` loops."""
+    return min(opt_level, 1) if loop_depth > DEEP_NEST_LOOPS else opt_level
+
+
 def optimize_ir(ir: str, *, opt_level: int = 3) -> str:
     """The IR after the ``O<opt_level>`` pipeline for the host CPU (what the JIT would compile)."""
     with _lock:

@@ -53,7 +53,16 @@ from . import (
     blas,  # noqa: F401 - registers the BLAS symbols' provider (fuse_dgemm, fuse_sgemm)
 )
 from .arena import DATA_OFFSET, FLAGS_OFFSET, CallState, StatePool, address, install_allocator, state_at
-from .jit import JitFunction, emit_assembly, jit_units, native_ldexp, optimize_ir, register_symbol, streaming_min_bytes
+from .jit import (
+    JitFunction,
+    emit_assembly,
+    jit_units,
+    native_ldexp,
+    optimize_ir,
+    register_symbol,
+    streaming_min_bytes,
+    unit_opt_level,
+)
 from .recycle import hand_out
 
 if TYPE_CHECKING:
@@ -479,8 +488,12 @@ class NativeKernel:
         units = emit_llvm_units(lowered)
         t2 = time.perf_counter()
         record("emit-llvm-ir", t2 - t1)
-        # Kernels at ``opt_level``; the entry (allocations, checks, calls: glue) at O1 at most, which costs less.
-        levels = [(u.ir, opt_level if k < len(units) - 1 else min(opt_level, 1)) for k, u in enumerate(units)]
+        # Kernels at ``opt_level`` (deep nests at O1 at most: unit_opt_level); the entry (allocations, checks,
+        # calls: glue) at O1 at most, which costs less.
+        levels = [
+            (u.ir, unit_opt_level(opt_level, u.loop_depth) if k < len(units) - 1 else min(opt_level, 1))
+            for k, u in enumerate(units)
+        ]
         jit = jit_units(levels, cache=keep_object)
         self._setup(spec, jit, {"lower": t1 - t0, "emit": t2 - t1, **jit.timings})
 

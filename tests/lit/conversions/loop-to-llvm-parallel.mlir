@@ -6,7 +6,7 @@
 // CHECK-LABEL: builtin.module attributes {fuse.args = [#fuse.arg<"X", input>], fuse.results = [#fuse.result<"S", export>], fuse.errors = [], fuse.host_calls = []} {
 // CHECK-NEXT:   llvm.func @fuse_alloc(!llvm.ptr, i64, i64) -> (!llvm.ptr {llvm.noalias}) attributes {no_unwind}
 // CHECK-NEXT:   llvm.func @fuse_parallel_for(!llvm.ptr, !llvm.ptr, i64, i64, !llvm.ptr) -> i32 attributes {no_unwind}
-// CHECK-NEXT:   llvm.func internal @fuse_nest0(%[[V0:[0-9]+]]: i64, %[[V1:[0-9]+]]: i64, %[[V2:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V3:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V4:[0-9]+]]: i64, %[[V5:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V6:[0-9]+]]: i64, %[[V7:[0-9]+]]: !llvm.ptr {llvm.noalias}) -> i32 attributes {no_unwind, no_inline} {
+// CHECK-NEXT:   llvm.func internal @fuse_nest0(%[[V0:[0-9]+]]: i64, %[[V1:[0-9]+]]: i64, %[[V2:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V3:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V4:[0-9]+]]: i64, %[[V5:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V6:[0-9]+]]: i64, %[[V7:[0-9]+]]: !llvm.ptr {llvm.noalias}) -> i32 attributes {fuse.loop_depth = 2 : i64, no_unwind, no_inline} {
 // CHECK-NEXT:     %[[V8:[0-9]+]] = llvm.mlir.constant(0) : i64
 // CHECK-NEXT:     %[[V9:[0-9]+]] = llvm.mlir.constant(1) : i64
 // CHECK-NEXT:     %[[V10:[0-9]+]] = llvm.mlir.constant(0.000000e+00 : f64) : f64

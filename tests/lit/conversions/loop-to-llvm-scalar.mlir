@@ -6,7 +6,7 @@
 // CHECK-LABEL: builtin.module attributes {fuse.args = [#fuse.arg<"X", input>, #fuse.arg<"N", input>], fuse.results = [#fuse.result<"Y", export>, #fuse.result<"K", export>], fuse.errors = [], fuse.host_calls = []} {
 // CHECK-NEXT:   llvm.func @erf(f64) -> f64 attributes {no_unwind}
 // CHECK-NEXT:   llvm.func @fuse_alloc(!llvm.ptr, i64, i64) -> (!llvm.ptr {llvm.noalias}) attributes {no_unwind}
-// CHECK-NEXT:   llvm.func internal @fuse_nest0(%[[V0:[0-9]+]]: i64, %[[V1:[0-9]+]]: i64, %[[V2:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V3:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V4:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V5:[0-9]+]]: i64, %[[V6:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V7:[0-9]+]]: i64, %[[V8:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V9:[0-9]+]]: !llvm.ptr {llvm.noalias}) -> i32 attributes {no_unwind, no_inline} {
+// CHECK-NEXT:   llvm.func internal @fuse_nest0(%[[V0:[0-9]+]]: i64, %[[V1:[0-9]+]]: i64, %[[V2:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V3:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V4:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V5:[0-9]+]]: i64, %[[V6:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V7:[0-9]+]]: i64, %[[V8:[0-9]+]]: !llvm.ptr {llvm.noalias}, %[[V9:[0-9]+]]: !llvm.ptr {llvm.noalias}) -> i32 attributes {fuse.loop_depth = 1 : i64, no_unwind, no_inline} {
 // CHECK-NEXT:     %[[V10:[0-9]+]] = llvm.mlir.constant(2.000000e+00 : f64) : f64
 // CHECK-NEXT:     %[[V11:[0-9]+]] = llvm.mlir.constant(3) : i64
 // CHECK-NEXT:     %[[V12:[0-9]+]] = llvm.mlir.constant(1) : i64

@@ -23,7 +23,7 @@ from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from fuse_mlir.dialects import loop
-from fuse_mlir.dialects.llvmx import mangle
+from fuse_mlir.dialects.llvmx import LOOP_DEPTH, mangle
 from fuse_mlir.dialects.types import I32, I64, PTR
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import (
     Buf,
@@ -118,6 +118,12 @@ def _fold_chain(cur: SSAValue, acc: SSAValue, block: Block, kind: str) -> str | 
         if found is not None:
             return found
     return None
+
+
+def nest_depth(op: Operation) -> int:
+    """How many ``loop.for``/``loop.while`` ops nest at the deepest point of ``op`` (itself included)."""
+    inner = max((nest_depth(x) for r in op.regions for b in r.blocks for x in b.ops), default=0)
+    return inner + (1 if isinstance(op, loop.ForOp | loop.WhileOp) else 0)
 
 
 def _free_values(op: Operation) -> list[SSAValue]:
@@ -244,9 +250,9 @@ class Nest:
         buffer_ptrs = {parent.buf(x).ptr for x in free if isinstance(x.type, MemRefType)}
         attrs = [plain, plain, noalias, noalias] + [plain] * (len(head) - 4)
         attrs += [noalias if v in buffer_ptrs else plain for v in passed]
-        shared.funcs.append(
-            child.finish(name, llvm.LLVMFunctionType(types, I32), "internal", ArrayAttr(attrs), inline=False)
-        )
+        func = child.finish(name, llvm.LLVMFunctionType(types, I32), "internal", ArrayAttr(attrs), inline=False)
+        func.attributes[LOOP_DEPTH] = IntegerAttr(nest_depth(op), 64)
+        shared.funcs.append(func)
 
         folds: list[str] | None = None
         if shared.threads > 1 and not needs_rt and is_const(step, 1):
