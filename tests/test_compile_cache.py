@@ -390,8 +390,8 @@ def test_damaged_unit_is_rebuilt(fresh_units: Path) -> None:
 
 
 def test_deep_nests_are_optimised_at_o1(fresh_units: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A kernel whose loops nest deeper than DEEP_NEST_LOOPS is optimised at O1 (LLVM's loop passes cost about the
-    cube of the depth); the program's shallow kernels keep O3; the values agree with the reference."""
+    """A kernel whose loops nest deeper than DEEP_NEST_LOOPS is optimised at O1 (LLVM's loop passes cost more than
+    linearly in the depth); the program's shallow kernels keep O3; the values agree with the reference."""
     from fuse_mlir.backends.llvm import emit, jit
 
     units: list[emit.Unit] = []

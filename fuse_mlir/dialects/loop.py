@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     EqAttrConstraint,
     IRDLOperation,
@@ -360,6 +360,12 @@ class WhileOp(IRDLOperation):
             raise VerifyException(
                 "loop.while: the body must end with loop.yield of an i1 condition and the carried values"
             )
+
+
+def nest_depth(op: Operation, kinds: tuple[type[Operation], ...] = (ForOp, WhileOp)) -> int:
+    """How many ops of ``kinds`` (by default every loop) nest at the deepest point of ``op``, itself included."""
+    inner = max((nest_depth(x, kinds) for r in op.regions for b in r.blocks for x in b.ops), default=0)
+    return inner + isinstance(op, kinds)
 
 
 Loop = Dialect(

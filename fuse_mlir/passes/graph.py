@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult
 
+from fuse_mlir.dialects import loop
 from fuse_mlir.mathlib.ops import SCALAR_DIALECTS
 
 _LABEL_ATTRS = ("name", "fn", "kind", "sym_name", "callee")
@@ -158,20 +159,11 @@ def _top_ops(module: Operation) -> list[Operation]:
 def _kernel_label(op: Operation, number: int) -> str:
     """``kernel 3: loop.for (depth 2)`` plus the distinct compute ops inside, so a nest says what it computes."""
     inner = [o for o in op.walk() if o is not op]
-    fors = [o for o in op.walk() if o.name == "loop.for"]
-    depth = max((_for_depth(o, op) for o in fors), default=0)
+    depth = loop.nest_depth(op, (loop.ForOp,))
     head = f"kernel {number}: {op_label(op)}" + (f" (depth {depth})" if depth > 1 else "")
     names = sorted({o.name.split(".", 1)[-1] for o in inner if o.name.split(".")[0] in (*SCALAR_DIALECTS, "te")})
     body = [n for n in names if n not in ("constant", "yield", "index_cast", "addi", "muli", "cmpi", "select")]
     return head + (f"\n{', '.join(body[:8])}{' ...' if len(body) > 8 else ''}" if body else "")
-
-
-def _for_depth(op: Operation, root: Operation) -> int:
-    depth, parent = 1, op.parent_op()
-    while parent is not None and parent is not root:
-        depth += parent.name == "loop.for"
-        parent = parent.parent_op()
-    return depth + (root.name == "loop.for")
 
 
 def to_kernel_dot(module: Operation, title: str = "module") -> str:

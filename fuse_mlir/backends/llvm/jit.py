@@ -172,9 +172,9 @@ DEEP_NEST_LOOPS = 16
 LLVM's loop passes run once per loop and each walks the loops inside it, so a nest's optimisation time grows
 faster than its depth. ``python -m benchmarks.nest_depth`` (cold compile to the end of the first call of
 ``Y[i0, iN] = A[i0..iN/2] B[iN/2..iN]``, whose nests are about N/2 deep; load 0.9): all at O3, 0.9 s at
-N = 24, 2.3 s at 32, 5.2 s at 48, 6.4 s at 60; with this rule 1.0, 1.3, 1.1 and 1.8 s. LLVM's time passes put most of it in
-SimpleLoopUnswitch, LICM and IndVarSimplify. A nest this deep has seventeen or more axes, so almost all of
-them have tiny extents and vector code buys little there."""
+N = 24, 2.3 s at 32, 5.2 s at 48, 6.4 s at 60; with this rule 1.0, 1.3, 1.1 and 1.8 s. LLVM's time passes
+put most of it in SimpleLoopUnswitch, LICM and IndVarSimplify. A nest this deep has seventeen or more axes,
+so almost all of them have tiny extents and vector code buys little there."""
 
 
 def unit_opt_level(opt_level: int, loop_depth: int) -> int:

@@ -120,12 +120,6 @@ def _fold_chain(cur: SSAValue, acc: SSAValue, block: Block, kind: str) -> str | 
     return None
 
 
-def nest_depth(op: Operation) -> int:
-    """How many ``loop.for``/``loop.while`` ops nest at the deepest point of ``op`` (itself included)."""
-    inner = max((nest_depth(x) for r in op.regions for b in r.blocks for x in b.ops), default=0)
-    return inner + (1 if isinstance(op, loop.ForOp | loop.WhileOp) else 0)
-
-
 def _free_values(op: Operation) -> list[SSAValue]:
     """Values used inside ``op``'s region but defined outside it, in first-use order."""
     inside = {id(x) for x in op.walk()}
@@ -251,7 +245,7 @@ class Nest:
         attrs = [plain, plain, noalias, noalias] + [plain] * (len(head) - 4)
         attrs += [noalias if v in buffer_ptrs else plain for v in passed]
         func = child.finish(name, llvm.LLVMFunctionType(types, I32), "internal", ArrayAttr(attrs), inline=False)
-        func.attributes[LOOP_DEPTH] = IntegerAttr(nest_depth(op), 64)
+        func.attributes[LOOP_DEPTH] = IntegerAttr(loop.nest_depth(op), 64)
         shared.funcs.append(func)
 
         folds: list[str] | None = None
