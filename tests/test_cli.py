@@ -799,3 +799,48 @@ def test_long_sum_runs_from_the_command_line(work: Path, capsys: pytest.CaptureF
     rc, out, err = run_fuse(capsys, "explain", "sum.fuse")
     assert rc == 0, err
     assert len(out.splitlines()) >= 2000
+
+
+def test_fuse_opt_prints_the_code_the_jit_runs(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fuse-opt -p O2 --emit=asm`` and ``--emit=llvm-ir-opt`` optimise exactly the units that
+    ``Program.compile("llvm")`` compiles on this host, at the same LLVM levels: the implicit lowering to the llvm
+    dialect takes the JIT's host settings (threads, ldexp, streaming stores), and each kernel is optimised on its
+    own (a nest deeper than DEEP_NEST_LOOPS at O1, the entry at O1), not the whole module at O3."""
+    from fuse_mlir.backends.llvm import jit, runtime
+
+    deep = jit.DEEP_NEST_LOOPS + 2
+    axes = ", ".join(f"i{k}" for k in range(1, deep))
+    src = f"S[i0] = A[i0, {axes}]\nY[r, c.] = softmax(X[r, c])\nZ[i] = exp(U[i]) V[i] + Q[i]\nexport S, Y, Z\n"
+    (work / "p.fuse").write_text(src)
+    printed: list[list[tuple[str, int]]] = []
+    real_listing = runtime.unit_listing
+    monkeypatch.setattr(
+        runtime, "unit_listing", lambda units, **kw: printed.append(list(units)) or real_listing(units, **kw)
+    )
+    rc, asm, err = run_opt(capsys, "p.fuse", "-p", "O2", "--emit=asm")
+    assert rc == 0, err
+    rc, ir, err = run_opt(capsys, "p.fuse", "-p", "O2", "--emit=llvm-ir-opt")
+    assert rc == 0, err
+    compiled: list[list[tuple[str, int]]] = []
+    real_jit = runtime.jit_units
+    monkeypatch.setattr(runtime, "jit_units", lambda units, **kw: compiled.append(list(units)) or real_jit(units, **kw))
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2,) * 4 + (1,) * (deep - 4))
+    x, u = rng.standard_normal((3, 5)), rng.standard_normal(4)
+    # the default build (the checked pass's FUSE_CHECK_BOUNDS adds check-bounds, which -p O2 does not name)
+    got = Program(src).compile("llvm", cache=False, check_bounds=False)(A=a, X=x, U=u, V=u, Q=u)
+    np.testing.assert_allclose(got["Y"], np.exp(x) / np.exp(x).sum(1, keepdims=True), rtol=1e-13)
+    assert len(printed) == 2 and printed[0] == printed[1], "asm and llvm-ir-opt optimise different units"
+    assert compiled == [printed[0]], "fuse-opt optimises other units, or at other levels, than the JIT compiles"
+    levels = [level for _, level in printed[0]]
+    assert levels[-1] == 1 and levels.count(1) == 2 and levels.count(3) == len(levels) - 2, levels
+    headers = [line for line in asm.splitlines() if line.startswith("# unit ")]
+    assert len(headers) == len(levels) and headers[-1].endswith("@fuse_main (the entry), LLVM O1"), headers
+    assert any(f"loop depth {deep}), LLVM O1" in line for line in headers), headers
+    assert [line for line in ir.splitlines() if line.startswith("; unit ")] == [h.replace("#", ";", 1) for h in headers]
+    if jit.native_ldexp():
+        assert "vscalefpd" in asm  # exp's ldexp as the JIT builds it on AVX-512
+    if jit.streaming_min_bytes() > 0:
+        assert "vmovntpd" in asm  # Z's streaming stores

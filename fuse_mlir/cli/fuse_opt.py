@@ -341,7 +341,10 @@ class Driver:
                 verify_module(module, "IR does not verify after the pass pipeline (--verify-each finds the pass): ")
         target = "llvm-dialect" if self.emit in TEXT_LEVELS else self.emit
         if target not in (None, DOT):
-            spec = lowering_spec(module_level(module), target)
+            level = module_level(module)
+            spec = lowering_spec(level, target)
+            if spec and self.emit in HOST_TEXT_LEVELS:
+                spec = host_lowering_spec(level)
             if spec:
                 lowering = Pipeline.parse(spec, source=f"<lowering to {self.emit}>", hooks=self.pipeline.hooks)
                 lowering.run(module)
@@ -441,23 +444,41 @@ def _llvm_ir(module: ModuleOp) -> str:
 
 
 def _llvm_ir_opt(module: ModuleOp) -> str:
-    from fuse_mlir.backends.llvm.jit import optimize_ir
+    from fuse_mlir.backends.llvm.runtime import compiled_listing
 
-    return optimize_ir(_llvm_ir(module))
+    return compiled_listing(module)
 
 
 def _asm(module: ModuleOp) -> str:
-    from fuse_mlir.backends.llvm.jit import emit_assembly
+    from fuse_mlir.backends.llvm.runtime import compiled_listing
 
-    return emit_assembly(_llvm_ir(module))
+    return compiled_listing(module, assembly=True)
 
 
 # Text outputs past the llvm dialect (not MLIR, so they cannot be read back).
 TEXT_LEVELS = {
     "llvm-ir": ("LLVM IR text as emitted from the llvm dialect (deterministic)", _llvm_ir),
-    "llvm-ir-opt": ("the LLVM IR after the O3 pipeline for the host CPU (vectorised loops)", _llvm_ir_opt),
-    "asm": ("host assembly, generated as the JIT generates it (its code model)", _asm),
+    "llvm-ir-opt": (
+        "the optimised LLVM IR of each kernel as the JIT compiles it on this host (host lowering, per-kernel level)",
+        _llvm_ir_opt,
+    ),
+    "asm": ("host assembly of each kernel as the JIT generates it (host lowering, per-kernel level, code model)", _asm),
 }
+
+HOST_TEXT_LEVELS = ("llvm-ir-opt", "asm")
+"""Outputs that show what the JIT runs on this host: an implicit lowering to the llvm dialect takes the JIT's
+host settings (threads, ldexp, streaming stores: :func:`host_lowering_spec`)."""
+
+
+def host_lowering_spec(level: str) -> str:
+    """The pipeline text lowering a module at ``level`` (below the llvm dialect) as the JIT lowers it on this
+    host: the level lowerings to the loop level, then ``lower-loop-to-llvm`` with the host's options."""
+    from fuse_mlir.backends.llvm.runtime import host_lowering_options
+
+    options = " ".join(
+        f"{name.replace('_', '-')}={str(value).lower()}" for name, value in host_lowering_options().items()
+    )
+    return ",".join(s for s in (lowering_spec(level, "loop"), f"lower-loop-to-llvm{{{options}}}") if s)
 
 
 def _main(argv: Sequence[str] | None) -> int:

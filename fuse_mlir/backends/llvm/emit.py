@@ -541,6 +541,7 @@ class Unit:
     name: str
     ir: str
     loop_depth: int = 0  # how deeply the function's loops nest (fuse.loop_depth of an outlined nest, else 0)
+    source: str = ""  # the module's function it was emitted from (the first one, when equal kernels share it)
 
 
 _SYMBOL = re.compile(r"@([A-Za-z_.$][\w.$]*)")
@@ -592,7 +593,7 @@ def emit_llvm_units(module: ModuleOp, *, entry: str = "fuse_main") -> list[Unit]
             final = name
         renamed[name] = final
         depth = by_name[name].attributes.get(LOOP_DEPTH)
-        units.setdefault(final, Unit(final, ir, depth.value.data if isinstance(depth, IntegerAttr) else 0))
+        units.setdefault(final, Unit(final, ir, depth.value.data if isinstance(depth, IntegerAttr) else 0, name))
         return final
 
     unit_of(entry)

@@ -61,7 +61,8 @@ from .jit import (
     optimize_ir,
     register_symbol,
     streaming_min_bytes,
-    unit_opt_level,
+    unit_levels,
+    unit_listing,
 )
 from .recycle import hand_out
 
@@ -436,6 +437,45 @@ class _Slot:
     checks: tuple[tuple[int, int], ...]
 
 
+def host_lowering_options() -> dict[str, int | bool]:
+    """The ``lower-loop-to-llvm`` options a program compiled with default settings on this host is lowered with:
+    the default thread count and split threshold (:func:`.parallel.default_threads`,
+    :func:`.parallel.default_parallel_min`), the host's ldexp (:func:`.jit.native_ldexp`) and streaming-store
+    threshold (:func:`.jit.streaming_min_bytes`). ``fuse-opt --emit=llvm-ir-opt`` and ``--emit=asm`` lower with
+    them, so that they print the code the JIT runs."""
+    from .parallel import default_parallel_min, default_threads
+
+    return {
+        "threads": default_threads(),
+        "parallel_min": default_parallel_min(),
+        "native_ldexp": native_ldexp(),
+        "streaming_min_bytes": streaming_min_bytes(),
+    }
+
+
+def compiled_listing(llvm_module: ModuleOp, opt_level: int = 3, *, assembly: bool = False) -> str:
+    """The optimised LLVM IR, or with ``assembly`` the host assembly, of an llvm-dialect program module as the
+    JIT compiles it: one unit per kernel and the entry last (:func:`.emit.emit_llvm_units`), each optimised at
+    its own level (:func:`.jit.unit_levels`: a nest deeper than 16 loops at O1, the entry at O1) and headed by a
+    comment that names it and its level. A module that does not split into units (one written by hand, without
+    ``@fuse_main``) is optimised whole at ``opt_level``."""
+    from .emit import EmitError, emit_llvm_ir, emit_llvm_units
+
+    try:
+        units = emit_llvm_units(llvm_module)
+    except EmitError:
+        ir = emit_llvm_ir(llvm_module)
+        return emit_assembly(ir, opt_level=opt_level) if assembly else optimize_ir(ir, opt_level=opt_level)
+    levels = unit_levels([u.loop_depth for u in units], opt_level)
+    texts = unit_listing([(u.ir, level) for u, level in zip(units, levels, strict=True)], assembly=assembly)
+    mark = "#" if assembly else ";"
+    parts = []
+    for k, (unit, level, text) in enumerate(zip(units, levels, texts, strict=True)):
+        what = "the entry" if k == len(units) - 1 else f"@{unit.source}, loop depth {unit.loop_depth}"
+        parts.append(f"{mark} unit {k + 1} of {len(units)}: @{unit.name} ({what}), LLVM O{level}\n{text}")
+    return "\n".join(parts)
+
+
 class NativeKernel:
     """A loop-level module compiled to native code; call it with the input/source arrays in slot order.
 
@@ -488,13 +528,8 @@ class NativeKernel:
         units = emit_llvm_units(lowered)
         t2 = time.perf_counter()
         record("emit-llvm-ir", t2 - t1)
-        # Kernels at ``opt_level`` (deep nests at O1 at most: unit_opt_level); the entry (allocations, checks,
-        # calls: glue) at O1 at most, which costs less.
-        levels = [
-            (u.ir, unit_opt_level(opt_level, u.loop_depth) if k < len(units) - 1 else min(opt_level, 1))
-            for k, u in enumerate(units)
-        ]
-        jit = jit_units(levels, cache=keep_object)
+        levels = unit_levels([u.loop_depth for u in units], opt_level)
+        jit = jit_units([(u.ir, level) for u, level in zip(units, levels, strict=True)], cache=keep_object)
         self._setup(spec, jit, {"lower": t1 - t0, "emit": t2 - t1, **jit.timings})
 
     @classmethod
@@ -565,13 +600,18 @@ class NativeKernel:
             raise FuseError("this kernel was loaded from the compile cache: its LLVM IR is not kept")
         return ir
 
+    def _lowered(self) -> ModuleOp:
+        if self._llvm_module is None:
+            raise FuseError("this kernel was loaded from the compile cache: its LLVM IR is not kept")
+        return self._llvm_module
+
     def optimized_ir(self) -> str:
-        """The LLVM IR after the optimisation pipeline (recomputed)."""
-        return optimize_ir(self._ir(), opt_level=self.opt_level)
+        """The optimised LLVM IR of each unit as it was compiled (recomputed; :func:`compiled_listing`)."""
+        return compiled_listing(self._lowered(), self.opt_level)
 
     def assembly(self) -> str:
-        """The host assembly of the kernel (recomputed)."""
-        return emit_assembly(self._ir(), opt_level=self.opt_level)
+        """The host assembly of each unit as it was compiled (recomputed; :func:`compiled_listing`)."""
+        return compiled_listing(self._lowered(), self.opt_level, assembly=True)
 
     def new_state(self) -> CallState:
         """A fresh runtime block for this kernel: constant slots and the ``fuse_enter`` block filled in once."""
