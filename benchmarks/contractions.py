@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.measure import Budget, interleaved_medians
+from benchmarks.results_md import write_sections
 
 
 @dataclass(frozen=True)
@@ -330,18 +331,13 @@ def table(rows: list[Row], overhead: dict[str, float], quick: bool, cpu: bool = 
     return "\n".join(lines)
 
 
+SECTION = "Contractions (benchmarks/contractions.py)"
+"""The section of RESULTS.md this benchmark owns."""
+
+
 def write_results(text: str, path: Path) -> None:
-    """Replace (or append) the "Contractions" section of RESULTS.md."""
-    head = "## Contractions (benchmarks/contractions.py)"
-    old = path.read_text() if path.exists() else ""
-    if head in old:
-        before, rest = old.split(head, 1)
-        after = rest.split("\n## ", 1)
-        tail = "\n## " + after[1] if len(after) > 1 else ""
-        new = f"{before}{head}\n\n{text}\n{tail}"
-    else:
-        new = f"{old.rstrip()}\n\n{head}\n\n{text}\n"
-    path.write_text(new)
+    """Replace (or append) the "Contractions" section of RESULTS.md, keeping the others (:mod:`.results_md`)."""
+    write_sections(path, f"## {SECTION}\n\n{text}", (SECTION,))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
