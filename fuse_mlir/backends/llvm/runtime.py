@@ -594,12 +594,6 @@ class NativeKernel:
             self._llvm_ir = emit_llvm_ir(self._llvm_module)
         return self._llvm_ir
 
-    def _ir(self) -> str:
-        ir = self.llvm_ir
-        if ir is None:
-            raise FuseError("this kernel was loaded from the compile cache: its LLVM IR is not kept")
-        return ir
-
     def _lowered(self) -> ModuleOp:
         if self._llvm_module is None:
             raise FuseError("this kernel was loaded from the compile cache: its LLVM IR is not kept")
