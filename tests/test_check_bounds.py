@@ -95,6 +95,40 @@ def test_a_blas_call_larger_than_its_buffers_is_an_error():
         kernel([np.ones((3, 3))])
 
 
+@pytest.mark.parametrize(
+    ("strides", "reach", "spec"),
+    [
+        ("%c3, %c9, %c3, %c9, %c3, %c9", None, "ibj,jbk->ibk"),  # [rows, batch, cols], 3 × 3×3: exactly fits
+        ("%c9, %c3, %c3, %c9, %c3, %c9", None, "bij,jbk->ibk"),  # a contiguous [batch, rows, cols]: fits
+        ("%c3, %c10, %c3, %c9, %c3, %c9", "29 elements of operand a", None),  # a row stride one too long
+        ("%c10, %c3, %c3, %c9, %c3, %c9", "29 elements of operand a", None),  # a batch stride one too long
+        ("%c3, %c9, %c3, %c9, %c4, %c9", "29 elements of operand c", None),
+    ],
+)
+def test_a_strided_blas_call_is_checked_by_the_last_element_it_reaches(
+    strides: str, reach: str | None, spec: str | None
+) -> None:
+    """With explicit strides the check is on the furthest element, (batch-1)·step + (rows-1)·row + cols, so an
+    exactly fitting strided layout passes and one element more fails."""
+    body = f"""
+    %x = loop.arg 0 : i64 "x" : memref<?x?x?xf64>
+    %c3 = arith.constant 3 : index
+    %c4 = arith.constant 4 : index
+    %c9 = arith.constant 9 : index
+    %c10 = arith.constant 10 : index
+    %y = loop.alloc(%c3, %c3, %c3) : memref<?x?x?xf64>
+    loop.gemm %x, %x, %y batch %c3 m %c3 n %c3 k %c3 strides({strides}) {{trans_a = false, trans_b = false, broadcast_a = false, broadcast_b = false}} : memref<?x?x?xf64>, memref<?x?x?xf64>, memref<?x?x?xf64>
+    loop.result %y, 0 : i64 "y" : memref<?x?x?xf64>"""
+    kernel = checked_kernel(body)
+    x = np.random.default_rng(0).standard_normal((3, 3, 3))
+    if spec is not None:
+        (y,) = kernel([x])
+        np.testing.assert_allclose(y, np.einsum(spec, x, x), rtol=1e-12)
+    else:
+        with pytest.raises(FuseRuntimeError, match=rf"loop.gemm out of bounds: BLAS would access {reach}"):
+            kernel([x])
+
+
 def test_checking_twice_adds_nothing():
     module = loop_module(READ_PAST.format(pos=1))
     assert check_bounds(module) == 1

@@ -8,6 +8,7 @@ made per new shape and reused for a repeated one; the GEMM mapping of
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 from types import SimpleNamespace
 
@@ -17,7 +18,7 @@ import pytest
 
 from benchmarks.contractions import SUITE, Case
 from fuse_mlir import Program
-from fuse_mlir.passes.conversions.gemm import gemm_layout
+from fuse_mlir.passes.conversions.gemm import GemmLayout, gemm_layout
 from fuse_mlir.passes.transforms.contract_plan import (
     ShapePlans,
     one_call_result,
@@ -206,12 +207,35 @@ def test_weights_times_batch_is_one_gemm(src: str):
     assert sorted((call["m"], call["n"])) == [5, 7] and call["k"] == 9
 
 
-def test_batch_index_in_the_middle_copies_into_a_batched_gemm():
-    layout = gemm_layout(("i", "b", "j"), ("j", "b", "k"), ("i", "b", "k"))
+def test_batch_index_in_the_middle_is_a_strided_gemm_and_innermost_copies():
+    """A batch index between rows and columns needs no copy (strided matrices); an innermost one is copied to
+    the front of a batched GEMM."""
+    assert gemm_layout(("i", "b", "j"), ("j", "b", "k"), ("i", "b", "k")) == GemmLayout(
+        ("i", "b", "j"), ("j", "b", "k"), ("i", "b", "k")
+    )
+    layout = gemm_layout(("i", "j", "b"), ("j", "k", "b"), ("i", "k", "b"))
     assert layout is not None and layout.a[0] == layout.b[0] == layout.c[0] == "b"
     assert gemm_layout(("b", "i", "j"), ("b", "j", "k"), ("b", "i", "k")) == gemm_layout(
         ("b", "i", "j"), ("b", "j", "k"), ("b", "i", "k"), {"b": 1}
     )  # already a batched GEMM: nothing moves
+
+
+@pytest.mark.parametrize(
+    ("src", "spec"),
+    [("R[i,b,k] = A[i,b,j] B[j,b,k]", "ibj,jbk->ibk"), ("R[b,k,i] = B[j,b,k] A[i,b,j]", "jbk,ibj->bki")],
+)
+def test_a_batch_index_in_the_middle_runs_blas_in_place(src: str, spec: str) -> None:
+    """bmm with the batch index between rows and columns: one batched GEMM on strided matrices, nothing copied
+    (it used to copy both operands and the result), on every backend that runs loop.gemm."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((6, 3, 5)), rng.standard_normal((5, 3, 4))
+    want = np.einsum(spec, *((b, a) if spec.startswith("jbk") else (a, b)))
+    runner = Program(src + "\nexport R\n").compile("llvm")
+    np.testing.assert_allclose(runner(A=a, B=b)["R"], want, rtol=1e-12)
+    (call,) = [r for r in runner.explain("json")["contractions"] if r["kind"] == "pair"]
+    assert call["call"] == "dgemm" and call["batch"] == 3 and call["copies"] == []
+    if importlib.util.find_spec("numba") is not None:
+        np.testing.assert_allclose(Program(src + "\nexport R\n").compile("numba")(A=a, B=b)["R"], want, rtol=1e-12)
 
 
 def test_explain_shows_order_and_blas_calls():
@@ -271,17 +295,14 @@ def test_planned_orders_that_do_not_fit_the_path_are_ignored():
 
 
 @pytest.mark.parametrize("swap", [False, True], ids=["A_B", "B_A"])
-def test_batch_in_the_middle_copies_keep_rows_contiguous(swap: bool):
-    """With the batch index in the middle every operand is copied; of the equally sized copies the layout keeps
-    each tensor's innermost axis innermost (row copies, not strided transposes), whichever factor comes first."""
+def test_batch_in_the_middle_copies_nothing(swap: bool):
+    """With the batch index in the middle of every tensor nothing is copied, whichever factor comes first: the
+    GEMM reads and writes strided matrices in place (it used to copy all three)."""
     a, b = ("i", "b", "j"), ("j", "b", "k")
     if swap:
         a, b = b, a
     layout = gemm_layout(a, b, ("i", "b", "k"), {"b": 32, "i": 128, "j": 128, "k": 128})
-    assert layout is not None
-    assert layout.a[0] == layout.b[0] == layout.c[0] == "b"  # a batched GEMM over copies
-    for src, dst in ((a, layout.a), (b, layout.b), (layout.c, ("i", "b", "k"))):
-        assert src[-1] == dst[-1], (src, dst)
+    assert layout == GemmLayout(a, b, ("i", "b", "k"))
 
 
 @pytest.mark.parametrize("swap", [False, True], ids=["A_B", "B_A"])

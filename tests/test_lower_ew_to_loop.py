@@ -547,10 +547,40 @@ def test_gemm_static_k_skips_zero_fill():
     np.testing.assert_allclose(run(mod, a=av, b=bv)["z"], av @ bv, rtol=1e-12)
 
 
+STRIDED_CASES = [
+    # name, maps, out, shape per dim, (trans_a, trans_b, broadcast_a, broadcast_b): dim 0 is the batch
+    ("a_inner", [[1, 0, 2], [0, 2, 3]], [0, 1, 3], (2, 3, 4, 5), (False, False, False, False)),
+    ("all_inner", [[1, 0, 2], [2, 0, 3]], [1, 0, 3], (2, 3, 4, 5), (False, False, False, False)),
+    ("inner_transposed", [[2, 0, 1], [3, 0, 2]], [1, 0, 3], (2, 3, 4, 5), (True, True, False, False)),
+    ("c_inner_only", [[0, 1, 2], [0, 2, 3]], [1, 0, 3], (2, 3, 4, 5), (False, False, False, False)),
+    ("inner_broadcast_b", [[1, 0, 2], [2, 3]], [0, 1, 3], (2, 3, 4, 5), (False, False, False, True)),
+    ("two_batch_dims_inner", [[2, 0, 1, 3], [3, 0, 1, 4]], [2, 0, 1, 4], (2, 3, 4, 5, 6), (False, False, False, False)),
+]
+
+
+@pytest.mark.parametrize("name,maps,out,sizes,flags", STRIDED_CASES, ids=[c[0] for c in STRIDED_CASES])
+def test_a_batch_between_rows_and_columns_is_a_strided_gemm(name, maps, out, sizes, flags):
+    """A buffer holding its batch dims between its rows and its columns (``A[i, b, j]``) goes to BLAS in place:
+    one ``loop.gemm`` with explicit strides, no copy nest, the values of ``np.einsum`` (also with an empty batch,
+    rows, columns or sum)."""
+    ndims = len(sizes)
+    mod = contract_module([(len(mp), mp) for mp in maps], out, ndims)
+    (g,) = ops_of(mod, loop.GemmOp)
+    assert len(g.strides) == 6
+    assert tuple(bool(a.value.data) for a in (g.trans_a, g.trans_b, g.broadcast_a, g.broadcast_b)) == flags
+    spec = einsum_spec(maps, out)
+    for zero in (None, *range(ndims)):
+        dims = [0 if d == zero else s for d, s in enumerate(sizes)]
+        a = RNG.normal(size=[dims[d] for d in maps[0]])
+        b = RNG.normal(size=[dims[d] for d in maps[1]])
+        got = run(mod, a=a, b=b)["z"]
+        np.testing.assert_allclose(got, np.einsum(spec, a, b), rtol=1e-12, atol=1e-12)
+
+
 FALLBACK_CASES = [
     ("hadamard_transposed", [[0, 1], [1, 0]], [0, 1], 2, (3, 4)),
     ("sum_in_one_operand", [[0, 1], [0]], [0], 2, (3, 4)),
-    ("batch_not_leading", [[1, 0, 2], [0, 2, 3]], [0, 1, 3], 4, (2, 3, 4, 5)),
+    ("batch_innermost", [[1, 2, 0], [2, 3, 0]], [1, 3, 0], 4, (2, 3, 4, 5)),
     ("out_broadcast_dim", [[0, 2], [2]], [0, 1], 3, (2, 3, 4)),
     ("column_sum_of_products", [[0, 1], [0, 1]], [1], 2, (3, 4)),
 ]

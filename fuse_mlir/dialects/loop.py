@@ -261,10 +261,16 @@ class CheckOp(IRDLOperation):
 class GemmOp(IRDLOperation):
     """``c[b] = op(a[b]) @ op(bm[b])`` for each of ``batch`` matrices, by BLAS.
 
-    Buffers are contiguous: ``a`` is batch×m×k (or batch×k×m with
-    ``trans_a``), ``bm`` is batch×k×n (or batch×n×k with ``trans_b``), ``c``
-    is batch×m×n; a batch stride of 0 (``broadcast_a``/``broadcast_b``) reuses
-    one matrix for every batch entry.
+    Without ``strides`` the buffers are contiguous: ``a`` is batch×m×k (or
+    batch×k×m with ``trans_a``), ``bm`` is batch×k×n (or batch×n×k with
+    ``trans_b``), ``c`` is batch×m×n; a batch stride of 0
+    (``broadcast_a``/``broadcast_b``) reuses one matrix for every batch entry.
+    With ``strides`` (six index values: the batch stride and the row stride,
+    BLAS's leading dimension, of ``a``, ``bm`` and ``c`` in turn, in
+    elements) each matrix's element (r, s) of batch entry i sits at
+    ``i·batch_stride + r·row_stride + s`` of its buffer: a batch index between
+    a buffer's rows and columns (``A[i, b, j]``) needs no copy. The lowering
+    guarantees what BLAS requires: each row stride at least its row's length.
     """
 
     name = "loop.gemm"
@@ -279,8 +285,10 @@ class GemmOp(IRDLOperation):
     trans_b = attr_def(BoolAttr)
     broadcast_a = attr_def(BoolAttr)
     broadcast_b = attr_def(BoolAttr)
+    strides = var_operand_def(IndexType)
     assembly_format = (
-        "$a `,` $bm `,` $c `batch` $batch `m` $m `n` $n `k` $k attr-dict `:` type($a) `,` type($bm) `,` type($c)"
+        "$a `,` $bm `,` $c `batch` $batch `m` $m `n` $n `k` $k (`strides` `(` $strides^ `)`)? attr-dict `:` "
+        "type($a) `,` type($bm) `,` type($c)"
     )
 
     def __init__(
@@ -296,9 +304,10 @@ class GemmOp(IRDLOperation):
         trans_b: bool = False,
         broadcast_a: bool = False,
         broadcast_b: bool = False,
+        strides: Sequence[SSAValue] = (),
     ):
         super().__init__(
-            operands=[a, bm, c, batch, m, n, k],
+            operands=[a, bm, c, batch, m, n, k, list(strides)],
             attributes={
                 "trans_a": BoolAttr.from_bool(trans_a),
                 "trans_b": BoolAttr.from_bool(trans_b),
@@ -306,6 +315,12 @@ class GemmOp(IRDLOperation):
                 "broadcast_b": BoolAttr.from_bool(broadcast_b),
             },
         )
+
+    def verify_(self) -> None:
+        if len(self.strides) not in (0, 6):
+            raise VerifyException(
+                f"loop.gemm takes no strides or six (batch and row stride of a, bm and c), got {len(self.strides)}"
+            )
 
 
 @irdl_op_definition

@@ -447,8 +447,10 @@ class LoopInterpreter:
 
     @LOOP.impl(loop.GemmOp)
     def gemm(self, op: loop.GemmOp, env: Env) -> None:
-        flags = (bool(f.value.data) for f in (op.trans_a, op.trans_b, op.broadcast_a, op.broadcast_b))
-        gemm(env[op.a], env[op.bm], env[op.c], *_ints(env, [op.batch, op.m, op.n, op.k]), *flags)
+        ta, tb, ba, bb = (bool(f.value.data) for f in (op.trans_a, op.trans_b, op.broadcast_a, op.broadcast_b))
+        batch, m, n, k = _ints(env, [op.batch, op.m, op.n, op.k])
+        strides = _ints(env, list(op.strides)) if op.strides else None
+        gemm(env[op.a], env[op.bm], env[op.c], batch, m, n, k, ta, tb, ba, bb, strides)
 
     @LOOP.impl(loop.HostCallOp)
     def host_call(self, op: loop.HostCallOp, env: Env) -> list[np.ndarray]:
@@ -468,22 +470,37 @@ def gemm(
     tb: bool,
     ba: bool,
     bb: bool,
+    strides: tuple[int, ...] | None = None,
 ) -> None:
     """``loop.gemm``: ``c[b] = op(a[b]) @ op(bm[b])``; like a BLAS call with beta = 0 that is skipped when a size is 0.
 
-    When k == 0 nothing is written (the lowering must zero-fill C itself).
+    When k == 0 nothing is written (the lowering must zero-fill C itself). ``strides``: the op's six (batch and
+    row stride of a, bm and c), else the contiguous layout's; every matrix must lie inside its buffer.
     """
     if batch * m * n == 0 or k == 0:
         return
-    na, nb_ = (1 if ba else batch), (1 if bb else batch)
-    if a.size != na * m * k or bm.size != nb_ * k * n or c.size != batch * m * n:
-        raise LoopError(
-            f"loop_interp: loop.gemm sizes {a.shape}, {bm.shape}, {c.shape} do not fit batch={batch} m={m} n={n} k={k}"
-        )
-    am = a.reshape(na, k, m).transpose(0, 2, 1) if ta else a.reshape(na, m, k)
-    bmat = bm.reshape(nb_, n, k).transpose(0, 2, 1) if tb else bm.reshape(nb_, k, n)
-    prod = np.matmul(am, bmat)
-    c.reshape(-1)[...] = np.broadcast_to(prod, (batch, m, n)).reshape(-1)
+    shapes = ((k, m) if ta else (m, k), (n, k) if tb else (k, n), (m, n))
+    if strides is None:
+        strides = (0 if ba else m * k, shapes[0][1], 0 if bb else k * n, shapes[1][1], m * n, n)
+    views = []
+    for buf, (rows, cols), (step, row), name in zip(
+        (a, bm, c), shapes, zip(strides[0::2], strides[1::2], strict=True), ("a", "bm", "c"), strict=True
+    ):
+        flat = buf.reshape(-1)
+        span = (batch - 1) * step + (rows - 1) * row + cols
+        if min(step, row) < 0 or row < cols or span > flat.size:
+            raise LoopError(
+                f"loop_interp: loop.gemm operand {name} (size {flat.size}) does not hold batch={batch} "
+                f"{rows}×{cols} matrices at batch stride {step}, row stride {row}"
+            )
+        item = flat.itemsize
+        views.append(np.lib.stride_tricks.as_strided(flat, (batch, rows, cols), (step * item, row * item, item)))
+    am, bmat, cv = views
+    if ta:
+        am = am.transpose(0, 2, 1)
+    if tb:
+        bmat = bmat.transpose(0, 2, 1)
+    cv[...] = np.matmul(am, bmat)
 
 
 def run_host_call(

@@ -94,21 +94,21 @@ def _make_gemm(blas: ctypes._CFuncPtr, dtype: type) -> Callable[..., None]:  # t
     """``loop.gemm`` on flat C-order buffers through ``blas`` (dgemm or sgemm): the loop interpreter's semantics.
 
     Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so the operands swap; nothing is written
-    when a size is 0 (beta = 0, the lowering zero-fills C itself).
+    when a size is 0 (beta = 0, the lowering zero-fills C itself). ``sa, lda, sb, ldb, sc, ldc``: each buffer's
+    batch and row stride in elements (the renderer passes the contiguous layout's when the op states none;
+    a broadcast operand's batch stride is 0).
     """
 
     @njit(cache=False)
-    def gemm(a, bm, c, batch, m, n, k, trans_a, trans_b, broadcast_a, broadcast_b):  # noqa: ANN001, ANN202
+    def gemm(a, bm, c, batch, m, n, k, trans_a, trans_b, sa, lda, sb, ldb, sc, ldc):  # noqa: ANN001, ANN202
         if batch * m * n == 0 or k == 0:
             return
         tr_b = np.array([84 if trans_b else 78], np.uint8)  # 'T' / 'N'
         tr_a = np.array([84 if trans_a else 78], np.uint8)
-        dims = np.array([n, m, k, k if trans_b else n, m if trans_a else k, n], np.int32)
+        dims = np.array([n, m, k, max(ldb, 1), max(lda, 1), max(ldc, 1)], np.int32)
         alpha = np.ones(1, dtype)
         beta = np.zeros(1, dtype)
         for i in range(batch):
-            ia = 0 if broadcast_a else i
-            ib = 0 if broadcast_b else i
             blas(
                 tr_b.ctypes,
                 tr_a.ctypes,
@@ -116,12 +116,12 @@ def _make_gemm(blas: ctypes._CFuncPtr, dtype: type) -> Callable[..., None]:  # t
                 dims[1:].ctypes,
                 dims[2:].ctypes,
                 alpha.ctypes,
-                bm[ib * k * n :].ctypes,
+                bm[i * sb :].ctypes,
                 dims[3:].ctypes,
-                a[ia * m * k :].ctypes,
+                a[i * sa :].ctypes,
                 dims[4:].ctypes,
                 beta.ctypes,
-                c[i * m * n :].ctypes,
+                c[i * sc :].ctypes,
                 dims[5:].ctypes,
             )
 

@@ -396,12 +396,24 @@ class Renderer:
         self.emit(depth + 1, "continue" if loops else f"return {self.results_tuple()}")
 
     def gemm(self, op: loop.GemmOp, depth: int, loops: int, in_prange: bool) -> None:
-        flags = ", ".join(str(bool(f.value.data)) for f in (op.trans_a, op.trans_b, op.broadcast_a, op.broadcast_b))
+        trans_a, trans_b = bool(op.trans_a.value.data), bool(op.trans_b.value.data)
         sizes = ", ".join(self.name(v) for v in (op.batch, op.m, op.n, op.k))
+        if op.strides:
+            strides = [self.name(v) for v in op.strides]
+        else:  # the contiguous layout (loop.gemm's default)
+            m, n, k = (self.name(v) for v in (op.m, op.n, op.k))
+            strides = [
+                "0" if op.broadcast_a.value.data else f"{m} * {k}",
+                m if trans_a else k,
+                "0" if op.broadcast_b.value.data else f"{k} * {n}",
+                k if trans_b else n,
+                f"{m} * {n}",
+                n,
+            ]
         # SciPy's BLAS called from nopython code (numba's own np.dot, or an objmode block, takes seconds to compile).
         bufs = ", ".join(f"{self.name(v)}.reshape(-1)" for v in (op.a, op.bm, op.c))
         kernel = "dgemm" if buffer_dtype(op.c.type) == np.float64 else "sgemm"
-        self.emit(depth, f"_k.{kernel}({bufs}, {sizes}, {flags})")
+        self.emit(depth, f"_k.{kernel}({bufs}, {sizes}, {trans_a}, {trans_b}, {', '.join(strides)})")
 
     def host_call(self, op: loop.HostCallOp, depth: int, loops: int, in_prange: bool) -> None:
         cid = op.attributes["id"].value.data  # type: ignore[attr-defined]

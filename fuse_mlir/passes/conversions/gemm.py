@@ -30,7 +30,12 @@ ASSUMED_EXTENT = 64
 
 @dataclass(frozen=True)
 class GemmPlan:
-    """How a contraction maps onto ``loop.gemm``: dim groups and flags (``swap``: rhs is BLAS's A)."""
+    """How a contraction maps onto ``loop.gemm``: dim groups and flags (``swap``: rhs is BLAS's A).
+
+    ``inner_a``, ``inner_b``, ``inner_c``: that buffer holds its batch dims between its rows and its columns
+    (``A[i, b, j]``), so its matrices are strided (batch stride: the columns' size, row stride: batch × columns);
+    otherwise they lead it (or it has none) and each matrix is contiguous.
+    """
 
     swap: bool
     batch: list[int]
@@ -41,6 +46,24 @@ class GemmPlan:
     trans_b: bool
     broadcast_a: bool
     broadcast_b: bool
+    inner_a: bool = False
+    inner_b: bool = False
+    inner_c: bool = False
+
+    @property
+    def strided(self) -> bool:
+        """Whether some buffer holds its batch dims inside (``loop.gemm`` then takes explicit strides)."""
+        return self.inner_a or self.inner_b or self.inner_c
+
+
+def _without_batch(dims: list[int], batch: list[int]) -> tuple[list[int], int] | None:
+    """``dims`` without the block ``batch`` and the number of dims before the block (0: it leads); None when the
+    block is not there in this order, or is last (the columns would not be contiguous)."""
+    nb = len(batch)
+    for p in (0, *range(1, len(dims) - nb)):
+        if dims[p : p + nb] == batch:
+            return dims[:p] + dims[p + nb :], p
+    return None
 
 
 def gemm_plan(ma: Sequence[int], mb: Sequence[int], out: Sequence[int]) -> GemmPlan | None:
@@ -48,42 +71,61 @@ def gemm_plan(ma: Sequence[int], mb: Sequence[int], out: Sequence[int]) -> GemmP
 
     Each of M, N, K (and the batch) may be several dims when they are adjacent
     and in the same order in every buffer they occur in (``A[i,j,k] B[j,k,l]``
-    is one GEMM with k = j·k). The batch dims lead both operands and the
-    result in the same order, or are absent from one operand (broadcast).
-    Operands may swap roles (``C = B·A`` when the result lists rhs dims first).
-    Fewer batch dims win: a plain GEMM before a batch of matrix-vector products.
+    is one GEMM with k = j·k). The batch dims lead a buffer, or sit between its
+    rows and its columns (``A[i,b,j]``: strided matrices, :class:`GemmPlan`),
+    in the same order in every buffer, or are absent from one operand
+    (broadcast). Operands may swap roles (``C = B·A`` when the result lists rhs
+    dims first). Fewer batch dims win (a plain GEMM before a batch of
+    matrix-vector products), then batch dims that lead the result.
     """
     if len(set(ma)) != len(ma) or len(set(mb)) != len(mb) or len(set(out)) != len(out):
         return None
     for nb in range(len(out) + 1):
-        for swap in (False, True):
-            am, bm = (list(mb), list(ma)) if swap else (list(ma), list(mb))
-            batch = list(out[:nb])
-            a_has, a_none = am[:nb] == batch, not set(batch) & set(am)
-            b_has, b_none = bm[:nb] == batch, not set(batch) & set(bm)
-            if not (a_has or a_none) or not (b_has or b_none) or (nb and a_none and b_none):
-                continue
-            a_rest = am[nb:] if nb and a_has else am
-            b_rest = bm[nb:] if nb and b_has else bm
-            k = [d for d in a_rest if d in b_rest]
-            m = [d for d in a_rest if d not in b_rest]
-            n = [d for d in b_rest if d not in a_rest]
-            if list(out[nb:]) != m + n:
-                continue
-            if a_rest == m + k:
-                ta = False
-            elif a_rest == k + m:
-                ta = True
-            else:
-                continue
-            if b_rest == k + n:
-                tb = False
-            elif b_rest == n + k:
-                tb = True
-            else:
-                continue
-            return GemmPlan(swap, batch, m, n, k, ta, tb, bool(nb) and a_none, bool(nb) and b_none)
+        for start in range(len(out) - nb + 1) if nb else (0,):
+            for swap in (False, True):
+                plan = _plan(list(mb) if swap else list(ma), list(ma) if swap else list(mb), list(out), start, nb, swap)
+                if plan is not None:
+                    return plan
     return None
+
+
+def _plan(am: list[int], bm: list[int], out: list[int], start: int, nb: int, swap: bool) -> GemmPlan | None:
+    """:func:`gemm_plan` for one choice: the batch is ``out[start:start + nb]``, ``am`` is BLAS's A."""
+    batch = out[start : start + nb]
+    a_none, b_none = not set(batch) & set(am), not set(batch) & set(bm)
+    if nb and a_none and b_none:
+        return None
+    split = []
+    for dims, none in ((am, a_none), (bm, b_none), (out, False)):
+        if not nb or none:
+            split.append((dims, 0))
+            continue
+        found = _without_batch(dims, batch)
+        if found is None:
+            return None
+        split.append(found)
+    (a_rest, a_at), (b_rest, b_at), (c_rest, c_at) = split
+    k = [d for d in a_rest if d in b_rest]
+    m = [d for d in a_rest if d not in b_rest]
+    n = [d for d in b_rest if d not in a_rest]
+    if c_rest != m + n or c_at not in (0, len(m)):
+        return None
+    if a_rest == m + k:
+        ta = False
+    elif a_rest == k + m:
+        ta = True
+    else:
+        return None
+    if b_rest == k + n:
+        tb = False
+    elif b_rest == n + k:
+        tb = True
+    else:
+        return None
+    if a_at not in (0, len(k if ta else m)) or b_at not in (0, len(n if tb else k)):
+        return None
+    broadcast_a, broadcast_b = bool(nb) and a_none, bool(nb) and b_none
+    return GemmPlan(swap, batch, m, n, k, ta, tb, broadcast_a, broadcast_b, a_at > 0, b_at > 0, c_at > 0)
 
 
 def is_matrix_product(a: Sequence[str], b: Sequence[str], out: Sequence[str]) -> bool:

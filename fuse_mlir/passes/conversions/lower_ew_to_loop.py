@@ -629,9 +629,33 @@ class EwToLoop:
         if not all(_static_positive(op.extents[d]) for d in plan.k):
             self.zero_fill(c, [ext[d] for d in out], k)
         first, second = (b, a) if plan.swap else (a, b)
+        strides: list[SSAValue] = []
+        if plan.strided:  # a buffer holds its batch dims between its rows and columns: pass every stride
+
+            def layout(rows: SSAValue, cols: SSAValue, inner: bool, broadcast: bool) -> list[SSAValue]:
+                if inner:  # [rows, batch, cols]: the next matrix is one row on, the next row a batch of rows on
+                    return [cols, self.product([batch, cols])]
+                return [self.index(0) if broadcast else self.product([rows, cols]), cols]
+
+            strides = [
+                *layout(*((k, m) if plan.trans_a else (m, k)), plan.inner_a, plan.broadcast_a),
+                *layout(*((n, k) if plan.trans_b else (k, n)), plan.inner_b, plan.broadcast_b),
+                *layout(m, n, plan.inner_c, False),
+            ]
         self.emit(
             loop.GemmOp(
-                first, second, c, batch, m, n, k, plan.trans_a, plan.trans_b, plan.broadcast_a, plan.broadcast_b
+                first,
+                second,
+                c,
+                batch,
+                m,
+                n,
+                k,
+                plan.trans_a,
+                plan.trans_b,
+                plan.broadcast_a,
+                plan.broadcast_b,
+                strides,
             )
         )
         return c

@@ -376,14 +376,16 @@ class _Lowering(FunctionBuilder):
         # Column-major Cᵀ (n×m) = op(B)ᵀ (n×k) · op(A)ᵀ (k×m); BLAS's "A" is our B and vice versa.
         p_ta, p_tb = char_slot("T" if trans_b else "N"), char_slot("T" if trans_a else "N")
         p_m, p_n, p_k = int_slot(n), int_slot(m), int_slot(k)
-        p_lda = int_slot(at_least_1(k if trans_b else n))
-        p_ldb = int_slot(at_least_1(m if trans_a else k))
-        p_ldc = int_slot(at_least_1(n))
-        p_alpha, p_beta = scalar_slot(1.0), scalar_slot(0.0)
         zero = self.const(0)
-        stride_a = zero if op.broadcast_a.value.data else self.mul(m, k)
-        stride_b = zero if op.broadcast_b.value.data else self.mul(k, n)
-        stride_c = self.mul(m, n)
+        if op.strides:  # batch and row strides of a, bm and c, as the op states them
+            stride_a, row_a, stride_b, row_b, stride_c, row_c = (self.v(x) for x in op.strides)
+        else:  # contiguous matrices
+            row_a, row_b, row_c = (m if trans_a else k), (k if trans_b else n), n
+            stride_a = zero if op.broadcast_a.value.data else self.mul(m, k)
+            stride_b = zero if op.broadcast_b.value.data else self.mul(k, n)
+            stride_c = self.mul(m, n)
+        p_lda, p_ldb, p_ldc = int_slot(at_least_1(row_b)), int_slot(at_least_1(row_a)), int_slot(at_least_1(row_c))
+        p_alpha, p_beta = scalar_slot(1.0), scalar_slot(0.0)
 
         def body(i: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
             pa = self.gep(a.ptr, self.mul(i, stride_a), elem)
