@@ -24,7 +24,8 @@ Scalar arithmetic uses the upstream ``arith`` and ``math`` dialects.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -57,6 +58,8 @@ from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from fuse_mlir.dialects.elemwise import signless
+
+T = TypeVar("T")
 
 
 def _rank(t: Attribute) -> int:
@@ -315,6 +318,22 @@ class GemmOp(IRDLOperation):
                 "broadcast_b": BoolAttr.from_bool(broadcast_b),
             },
         )
+
+    def shapes(self, m: T, n: T, k: T) -> tuple[tuple[T, T], tuple[T, T], tuple[T, T]]:
+        """(rows, columns) of the matrices of ``a``, ``bm`` and ``c`` as stored, from m, n and k in any form
+        (SSA values, Python ints, source text)."""
+        a = (k, m) if self.trans_a.value.data else (m, k)
+        b = (n, k) if self.trans_b.value.data else (k, n)
+        return a, b, (m, n)
+
+    def contiguous_strides(self, m: T, n: T, k: T, mul: Callable[[T, T], T], zero: T) -> tuple[T, ...]:
+        """The six strides the op means when it states none, in the caller's arithmetic (``mul``, ``zero``): each
+        operand's batch stride rows·columns (0 for a broadcast one) and row stride its columns."""
+        out: list[T] = []
+        broadcast = (self.broadcast_a.value.data, self.broadcast_b.value.data, False)
+        for (rows, cols), shared in zip(self.shapes(m, n, k), broadcast, strict=True):
+            out += [zero if shared else mul(rows, cols), cols]
+        return tuple(out)
 
     def verify_(self) -> None:
         if len(self.strides) not in (0, 6):

@@ -14,6 +14,7 @@ shows up in results.
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -447,10 +448,10 @@ class LoopInterpreter:
 
     @LOOP.impl(loop.GemmOp)
     def gemm(self, op: loop.GemmOp, env: Env) -> None:
-        ta, tb, ba, bb = (bool(f.value.data) for f in (op.trans_a, op.trans_b, op.broadcast_a, op.broadcast_b))
+        ta, tb = bool(op.trans_a.value.data), bool(op.trans_b.value.data)
         batch, m, n, k = _ints(env, [op.batch, op.m, op.n, op.k])
-        strides = _ints(env, list(op.strides)) if op.strides else None
-        gemm(env[op.a], env[op.bm], env[op.c], batch, m, n, k, ta, tb, ba, bb, strides)
+        strides = _ints(env, list(op.strides)) or op.contiguous_strides(m, n, k, operator.mul, 0)
+        gemm(env[op.a], env[op.bm], env[op.c], batch, op.shapes(m, n, k), ta, tb, strides)
 
     @LOOP.impl(loop.HostCallOp)
     def host_call(self, op: loop.HostCallOp, env: Env) -> list[np.ndarray]:
@@ -463,25 +464,20 @@ def gemm(
     bm: np.ndarray,
     c: np.ndarray,
     batch: int,
-    m: int,
-    n: int,
-    k: int,
+    shapes: tuple[tuple[int, int], tuple[int, int], tuple[int, int]],
     ta: bool,
     tb: bool,
-    ba: bool,
-    bb: bool,
-    strides: tuple[int, ...] | None = None,
+    strides: Sequence[int],
 ) -> None:
     """``loop.gemm``: ``c[b] = op(a[b]) @ op(bm[b])``; like a BLAS call with beta = 0 that is skipped when a size is 0.
 
-    When k == 0 nothing is written (the lowering must zero-fill C itself). ``strides``: the op's six (batch and
-    row stride of a, bm and c), else the contiguous layout's; every matrix must lie inside its buffer.
+    ``shapes``: (rows, columns) of each operand's matrices as stored (:meth:`GemmOp.shapes`); ``strides``: the
+    batch and row stride of a, bm and c (the op's, else :meth:`GemmOp.contiguous_strides`). When k == 0 nothing
+    is written (the lowering must zero-fill C itself); every matrix must lie inside its buffer.
     """
-    if batch * m * n == 0 or k == 0:
+    (rows_a, cols_a), _, (m, n) = shapes
+    if batch * m * n == 0 or rows_a * cols_a == 0:  # nothing to write, or k == 0
         return
-    shapes = ((k, m) if ta else (m, k), (n, k) if tb else (k, n), (m, n))
-    if strides is None:
-        strides = (0 if ba else m * k, shapes[0][1], 0 if bb else k * n, shapes[1][1], m * n, n)
     views = []
     for buf, (rows, cols), (step, row), name in zip(
         (a, bm, c), shapes, zip(strides[0::2], strides[1::2], strict=True), ("a", "bm", "c"), strict=True

@@ -398,18 +398,8 @@ class Renderer:
     def gemm(self, op: loop.GemmOp, depth: int, loops: int, in_prange: bool) -> None:
         trans_a, trans_b = bool(op.trans_a.value.data), bool(op.trans_b.value.data)
         sizes = ", ".join(self.name(v) for v in (op.batch, op.m, op.n, op.k))
-        if op.strides:
-            strides = [self.name(v) for v in op.strides]
-        else:  # the contiguous layout (loop.gemm's default)
-            m, n, k = (self.name(v) for v in (op.m, op.n, op.k))
-            strides = [
-                "0" if op.broadcast_a.value.data else f"{m} * {k}",
-                m if trans_a else k,
-                "0" if op.broadcast_b.value.data else f"{k} * {n}",
-                k if trans_b else n,
-                f"{m} * {n}",
-                n,
-            ]
+        m, n, k = (self.name(v) for v in (op.m, op.n, op.k))
+        strides = [self.name(v) for v in op.strides] or op.contiguous_strides(m, n, k, lambda x, y: f"{x} * {y}", "0")
         # SciPy's BLAS called from nopython code (numba's own np.dot, or an objmode block, takes seconds to compile).
         bufs = ", ".join(f"{self.name(v)}.reshape(-1)" for v in (op.a, op.bm, op.c))
         kernel = "dgemm" if buffer_dtype(op.c.type) == np.float64 else "sgemm"

@@ -110,22 +110,19 @@ def _plan(am: list[int], bm: list[int], out: list[int], start: int, nb: int, swa
     n = [d for d in b_rest if d not in a_rest]
     if c_rest != m + n or c_at not in (0, len(m)):
         return None
-    if a_rest == m + k:
-        ta = False
-    elif a_rest == k + m:
-        ta = True
-    else:
-        return None
-    if b_rest == k + n:
-        tb = False
-    elif b_rest == n + k:
-        tb = True
-    else:
-        return None
-    if a_at not in (0, len(k if ta else m)) or b_at not in (0, len(n if tb else k)):
+    ta, tb = _transposed(a_rest, m, k), _transposed(b_rest, k, n)
+    if ta is None or tb is None or a_at not in (0, len(k if ta else m)) or b_at not in (0, len(n if tb else k)):
         return None
     broadcast_a, broadcast_b = bool(nb) and a_none, bool(nb) and b_none
     return GemmPlan(swap, batch, m, n, k, ta, tb, broadcast_a, broadcast_b, a_at > 0, b_at > 0, c_at > 0)
+
+
+def _transposed(dims: list[int], rows: list[int], cols: list[int]) -> bool | None:
+    """Whether a buffer holding ``dims`` stores the rows × cols matrix transposed (False: as is); None when
+    ``dims`` is neither order."""
+    if dims == rows + cols:
+        return False
+    return True if dims == cols + rows else None
 
 
 def is_matrix_product(a: Sequence[str], b: Sequence[str], out: Sequence[str]) -> bool:

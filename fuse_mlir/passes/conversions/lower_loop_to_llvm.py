@@ -377,13 +377,8 @@ class _Lowering(FunctionBuilder):
         p_ta, p_tb = char_slot("T" if trans_b else "N"), char_slot("T" if trans_a else "N")
         p_m, p_n, p_k = int_slot(n), int_slot(m), int_slot(k)
         zero = self.const(0)
-        if op.strides:  # batch and row strides of a, bm and c, as the op states them
-            stride_a, row_a, stride_b, row_b, stride_c, row_c = (self.v(x) for x in op.strides)
-        else:  # contiguous matrices
-            row_a, row_b, row_c = (m if trans_a else k), (k if trans_b else n), n
-            stride_a = zero if op.broadcast_a.value.data else self.mul(m, k)
-            stride_b = zero if op.broadcast_b.value.data else self.mul(k, n)
-            stride_c = self.mul(m, n)
+        strides = [self.v(x) for x in op.strides] or op.contiguous_strides(m, n, k, self.mul, zero)
+        stride_a, row_a, stride_b, row_b, stride_c, row_c = strides
         p_lda, p_ldb, p_ldc = int_slot(at_least_1(row_b)), int_slot(at_least_1(row_a)), int_slot(at_least_1(row_c))
         p_alpha, p_beta = scalar_slot(1.0), scalar_slot(0.0)
 

@@ -8,10 +8,10 @@ in-place analysis reuses, and every nest (outlined and parallel nests are made
 from the checked loop level). Before each access, per axis, it inserts
 ``loop.check (position ult extent)``: one unsigned compare catches negative
 positions too. Before each ``loop.gemm`` it checks that the BLAS call's
-``batch × m × k``, ``batch × k × n`` and ``batch × m × n`` fit in the element
-counts of ``a``, ``b`` and ``c`` (with explicit strides: that the last element
-each operand's matrices reach, ``(batch-1)·batch_stride + (rows-1)·row_stride +
-cols``, is inside it). A failing check is a ``FuseRuntimeError``
+matrices fit in the element counts of ``a``, ``b`` and ``c``: that the last
+element each operand's matrices reach, ``(batch-1)·batch_stride +
+(rows-1)·row_stride + cols``, is inside it (``batch × m × k`` and so on for
+the contiguous layout). A failing check is a ``FuseRuntimeError``
 naming the op, the axis and the buffer (an input, constant or source by name,
 a result by name, else the allocation's id), with the failing position and the
 extent; host calls run on NumPy, whose indexing is checked already.
@@ -140,35 +140,31 @@ class _Checker:
             return n
 
         one = arith.ConstantOp(IntegerAttr(1, INDEX))
-        new.append(one)
+        zero = arith.ConstantOp(IntegerAttr(0, INDEX))
+        new += [one, zero]
+
+        def add(x: SSAValue, y: SSAValue) -> SSAValue:
+            new.append(o := arith.AddiOp(x, y))
+            return o.result
+
+        def less_one(x: SSAValue) -> SSAValue:
+            new.append(o := arith.SubiOp(x, one.result))
+            return o.result
+
+        def span(nb: SSAValue, rows: SSAValue, cols: SSAValue, step: SSAValue, row: SSAValue) -> SSAValue:
+            """One past the last element the matrices reach (nb·rows·cols when contiguous); 0 when they are empty."""
+            reach = add(add(need(less_one(nb), step), need(less_one(rows), row)), cols)
+            new.append(empty := arith.CmpiOp(need(nb, rows, cols), zero.result, "eq"))
+            new.append(sel := arith.SelectOp(empty.result, zero.result, reach))
+            return sel.result
+
         batch_a = one.result if op.broadcast_a.value.data else op.batch
         batch_b = one.result if op.broadcast_b.value.data else op.batch
-        if op.strides:  # the last element a strided operand reaches, plus one; nothing when a matrix is empty
-            zero = arith.ConstantOp(IntegerAttr(0, INDEX))
-            new.append(zero)
-
-            def span(nb: SSAValue, rows: SSAValue, cols: SSAValue, step: SSAValue, row: SSAValue) -> SSAValue:
-                def add(x: SSAValue, y: SSAValue) -> SSAValue:
-                    new.append(o := arith.AddiOp(x, y))
-                    return o.result
-
-                def less_one(x: SSAValue) -> SSAValue:
-                    new.append(o := arith.SubiOp(x, one.result))
-                    return o.result
-
-                reach = add(add(need(less_one(nb), step), need(less_one(rows), row)), cols)
-                new.append(empty := arith.CmpiOp(need(nb, rows, cols), zero.result, "eq"))
-                new.append(sel := arith.SelectOp(empty.result, zero.result, reach))
-                return sel.result
-
-            sa, lda, sb, ldb, sc, ldc = op.strides
-            ta, tb = op.trans_a.value.data, op.trans_b.value.data
-            wanted_a = span(batch_a, *((op.k, op.m) if ta else (op.m, op.k)), sa, lda)
-            wanted_b = span(batch_b, *((op.n, op.k) if tb else (op.k, op.n)), sb, ldb)
-            wanted_c = span(op.batch, op.m, op.n, sc, ldc)
-        else:
-            wanted_a, wanted_b = need(batch_a, op.m, op.k), need(batch_b, op.k, op.n)
-            wanted_c = need(op.batch, op.m, op.n)
+        strides = list(op.strides) or op.contiguous_strides(op.m, op.n, op.k, need, zero.result)
+        shape_a, shape_b, shape_c = op.shapes(op.m, op.n, op.k)
+        wanted_a = span(batch_a, *shape_a, *strides[0:2])
+        wanted_b = span(batch_b, *shape_b, *strides[2:4])
+        wanted_c = span(op.batch, *shape_c, *strides[4:6])
         for name, buf, wanted in (("a", op.a, wanted_a), ("b", op.bm, wanted_b), ("c", op.c, wanted_c)):
             have = self.numel(buf, new)
             ok = arith.CmpiOp(wanted, have, "ule")
