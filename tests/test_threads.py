@@ -22,7 +22,14 @@ from hypothesis import strategies as st
 from benchmarks.workloads import WORKLOADS
 from fuse_mlir import FuseError, FuseRuntimeError, Program
 from fuse_mlir.backends.llvm.executor import NativeExecutor
-from fuse_mlir.backends.llvm.parallel import MAX_CHUNKS, MAX_THREADS, default_threads, parallel_for_address
+from fuse_mlir.backends.llvm.parallel import (
+    MAX_CHUNKS,
+    MAX_THREADS,
+    default_spin_us,
+    default_threads,
+    parallel_for_address,
+    set_spin,
+)
 from fuse_mlir.passes.lowering import lower_to_loop
 from tests.strategies import GenProgram, programs
 from tests.test_llvm_programs import same
@@ -115,8 +122,16 @@ def _parallel_for(chunk, n: int, threads: int) -> tuple[int, list[int]]:
     return rc, list(err)
 
 
+@pytest.fixture(params=[0, None, 20_000], ids=["sleep", "default-spin", "long-spin"])
+def spin(request):
+    """The pool with idle threads that sleep at once, poll for the default time, or poll for 20 ms."""
+    set_spin(request.param)
+    yield request.param
+    set_spin(None)
+
+
 @pytest.mark.parametrize("n,threads", [(1, 4), (2, 2), (37, 3), (MAX_CHUNKS, 2), (MAX_CHUNKS + 5, 2), (9, 1)])
-def test_pool_runs_every_chunk_once(n, threads):
+def test_pool_runs_every_chunk_once(n, threads, spin):
     """Every chunk runs exactly once, on at most ``threads`` threads; beyond MAX_CHUNKS or with one thread,
     in order on the caller."""
     ran: list[tuple[int, int]] = []
@@ -153,7 +168,7 @@ def test_pool_threads_claim_chunks_as_they_go():
 
 
 @pytest.mark.parametrize("threads", [2, 3])
-def test_pool_reports_the_first_failing_chunk(threads):
+def test_pool_reports_the_first_failing_chunk(threads, spin):
     """Chunks 30 and 7 fail (in whichever order the threads reach them): the region returns chunk 7's code
     and details, what a serial run stops at; every chunk still ran, none is left running."""
     ran: list[int] = []
@@ -168,6 +183,58 @@ def test_pool_reports_the_first_failing_chunk(threads):
     rc, err = _parallel_for(chunk, 40, threads)
     assert (rc, err) == (107, [107, 7, -7])
     assert sorted(ran) == list(range(40))
+
+
+def test_pool_regions_back_to_back_and_after_pauses(spin):
+    """Regions one after another, and after pauses around the spin time (a worker still polling, one just
+    gone to sleep, one asleep): every chunk of every region runs once, none runs twice or is lost."""
+    rng = np.random.default_rng(3)
+    for k in range(300):
+        counts = [0] * 6
+        rc, _ = _parallel_for(lambda c, e, counts=counts: counts.__setitem__(c, counts[c] + 1) or 0, 6, 3)
+        assert rc == 0 and counts == [1] * 6, k
+        if k % 3:
+            time.sleep(float(rng.choice([0.0, 2e-5, 1e-4, 1.5e-4, 1e-3])))
+
+
+def test_idle_pool_threads_stop_polling():
+    """After a region, the pool's idle threads poll for the spin time, then sleep: with a 200 ms spin the
+    process burns CPU for about that long, with no spin or the default (100 us) almost none. Run in a
+    fresh interpreter so no other library's threads (OpenBLAS's, still spinning) count."""
+    code = (
+        "import resource, time, numpy as np\n"
+        "from fuse_mlir import Program\n"
+        "from fuse_mlir.backends.llvm.parallel import set_spin\n"
+        "run = Program('S = X[i]\\nexport S').compile('llvm', threads=2, parallel_min=0)\n"
+        "x = np.arange(1000.0)\n"
+        "def idle_cpu(spin_us):\n"
+        "    set_spin(spin_us)\n"
+        "    run(X=x); run(X=x)\n"
+        "    u = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "    time.sleep(0.5)\n"
+        "    v = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "    return v.ru_utime + v.ru_stime - u.ru_utime - u.ru_stime\n"
+        "print(idle_cpu(0), idle_cpu(200_000), idle_cpu(None))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    none, long, default = map(float, out.stdout.split()[-3:])
+    assert none < 0.05 and default < 0.05, (none, long, default)
+    assert none + 0.02 < long < 0.45, (none, long, default)
+
+
+def test_spin_settings(monkeypatch):
+    monkeypatch.delenv("FUSE_SPIN_US", raising=False)
+    assert default_spin_us() == 100
+    monkeypatch.setenv("FUSE_SPIN_US", "0")
+    assert default_spin_us() == 0
+    for bad, msg in (("soon", "FUSE_SPIN_US must be an integer"), ("-5", "FUSE_SPIN_US must be a non-negative")):
+        monkeypatch.setenv("FUSE_SPIN_US", bad)
+        with pytest.raises(FuseError, match=msg):
+            default_spin_us()
+    for bad in (-1, 2.5, True, "10"):
+        with pytest.raises(FuseError, match="spin time must be a non-negative integer"):
+            set_spin(bad)
 
 
 def test_concurrent_callers_share_the_pool():
@@ -263,3 +330,15 @@ def test_pipeline_output_verifies(path):
 def test_workload_pipeline_output_verifies(w):
     inputs = w.inputs(np.random.default_rng(1), np.dtype(np.float32), True)
     lower_to_loop(Program(w.source).lower({k: v.dtype for k, v in inputs.items()}).module, verify=True)
+
+
+def test_pool_spin_benchmark_prints_every_size(capsys):
+    """``python -m benchmarks.pool_spin`` (docs/threads.md's figures) runs and prints one timed row per size."""
+    from benchmarks import pool_spin
+
+    assert pool_spin.main(["--sizes", "2000,5000", "--workloads", "gather_sum", "--quick"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| gather_sum |")]
+    assert [r.split("|")[2].strip() for r in rows] == ["2,000", "5,000"]
+    for r in rows:
+        cells = [c.strip() for c in r.strip("|").split("|")][2:]
+        assert all(c == "n/a" or float(c) > 0 for c in cells), r

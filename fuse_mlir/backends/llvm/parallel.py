@@ -14,9 +14,12 @@ A chunk returns 0 or an error code with its details in ``err_c[0..2]``; the
 region returns the code of the first failing chunk in chunk order (its details
 copied to ``err``), else 0, so errors are reported as a serial run would. The pool is
 a small LLVM IR module compiled once per process by llvmlite; its workers are
-POSIX threads that sleep on a condition variable between regions (no spinning),
-are started lazily up to the largest region seen, run with every signal blocked
-(Python's handlers stay on Python's threads), and are never left running work:
+POSIX threads that poll for the next region for the spin time (:func:`set_spin`,
+``FUSE_SPIN_US``, default 100 µs: a wake-up costs tens of microseconds, more in a
+virtual machine) and then sleep on a condition variable; the caller waits for
+the last worker the same way. They are started lazily up to the largest region
+seen, run with every signal blocked (Python's handlers stay on Python's
+threads), and are never left running work:
 the caller waits for every chunk before it returns, whatever the chunks report
 (chunk functions return their error codes through ``env``, never unwind).
 
@@ -28,15 +31,18 @@ serial run stops at the first failing chunk). After
 ``os.fork`` the child re-initialises the pool (its threads did not survive).
 
 Settings: :func:`default_threads` (``FUSE_NUM_THREADS``, else the CPUs this
-process may run on) and :func:`default_parallel_min` (``FUSE_PARALLEL_MIN``, the
-least amount of work, in innermost iterations, that a region is split for).
+process may run on), :func:`default_spin_us` and :func:`default_parallel_min`
+(``FUSE_PARALLEL_MIN``, the least amount of work, in innermost iterations, that
+a region is split for).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import threading
+import time
 
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.targets import CHUNKS_PER_THREAD
@@ -47,11 +53,13 @@ __all__ = [
     "MAX_CHUNKS",
     "MAX_THREADS",
     "default_parallel_min",
+    "default_spin_us",
     "default_threads",
     "ensure_pool",
     "parallel_for_address",
     "pool_workers",
     "resolve",
+    "set_spin",
 ]
 
 MAX_THREADS = 1024
@@ -61,6 +69,18 @@ MAX_CHUNKS = MAX_THREADS * CHUNKS_PER_THREAD
 """The most chunks one region may have (the pool's result tables); a larger region runs serially."""
 
 _SLOT = 512  # bytes reserved for each pthread object (glibc needs 40 or 48)
+
+DEFAULT_SPIN_US = 100
+"""How long, in microseconds, a pool thread keeps polling for the next region before it sleeps (``FUSE_SPIN_US``)."""
+
+_MACHINE = platform.machine().lower()
+if _MACHINE in ("x86_64", "amd64", "i386", "i686"):
+    _PAUSE, _PAUSE_DECL = "call void @llvm.x86.sse2.pause()", "declare void @llvm.x86.sse2.pause()"
+elif _MACHINE in ("aarch64", "arm64"):
+    _PAUSE, _PAUSE_DECL = "call void @llvm.aarch64.hint(i32 1)", "declare void @llvm.aarch64.hint(i32)"
+else:
+    _PAUSE, _PAUSE_DECL = "", ""
+_CLOCK = time.CLOCK_MONOTONIC
 
 _POOL_IR = f"""
 @pool_m = internal global [{_SLOT} x i8] zeroinitializer, align 64
@@ -74,6 +94,7 @@ _POOL_IR = f"""
 @pool_open = internal global i64 0
 @pool_n = internal global i64 0
 @pool_next = internal global i64 0, align 64
+@pool_spin_ns = internal global i64 0, align 8
 @pool_fn = internal global ptr null
 @pool_env = internal global ptr null
 @pool_start = internal global [{MAX_THREADS + 1} x i64] zeroinitializer
@@ -92,6 +113,8 @@ declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
 declare i32 @pthread_sigmask(i32, ptr, ptr)
 declare i32 @sigfillset(ptr)
+declare i32 @clock_gettime(i32, ptr)
+{_PAUSE_DECL}
 
 define void @fuse_pool_init() {{
 entry:
@@ -133,13 +156,14 @@ done:
 define internal ptr @fuse_pool_worker(ptr %arg) {{
 entry:
   %id = ptrtoint ptr %arg to i64
+  %ts = alloca [2 x i64], align 8
   call i32 @pthread_mutex_lock(ptr @pool_m)
   %sp = getelementptr inbounds [{MAX_THREADS + 1} x i64], ptr @pool_start, i64 0, i64 %id
   %seen0 = load i64, ptr %sp
   br label %wait
 wait:
-  %seen = phi i64 [ %seen0, %entry ], [ %seen, %sleep ], [ %g, %go ], [ %g, %after ]
-  %g = load i64, ptr @pool_gen
+  %seen = phi i64 [ %seen0, %entry ], [ %seen, %sleep ], [ %g, %relock ]
+  %g = load atomic i64, ptr @pool_gen monotonic, align 8
   %same = icmp eq i64 %g, %seen
   br i1 %same, label %sleep, label %go
 sleep:
@@ -151,27 +175,61 @@ go:
   %wanted = icmp sle i64 %id, %act
   %isopen = icmp ne i64 %open, 0
   %part = and i1 %wanted, %isopen
-  br i1 %part, label %join, label %wait
+  br i1 %part, label %join, label %after
 join:
-  %b = load i64, ptr @pool_busy
+  %b = load atomic i64, ptr @pool_busy monotonic, align 8
   %b1 = add i64 %b, 1
-  store i64 %b1, ptr @pool_busy
+  store atomic i64 %b1, ptr @pool_busy monotonic, align 8
   %fn = load ptr, ptr @pool_fn
   %env = load ptr, ptr @pool_env
   %n = load i64, ptr @pool_n
   call i32 @pthread_mutex_unlock(ptr @pool_m)
   call void @fuse_pool_claim(ptr %fn, ptr %env, i64 %n)
   call i32 @pthread_mutex_lock(ptr @pool_m)
-  %l = load i64, ptr @pool_busy
+  %l = load atomic i64, ptr @pool_busy monotonic, align 8
   %l1 = sub i64 %l, 1
-  store i64 %l1, ptr @pool_busy
+  store atomic i64 %l1, ptr @pool_busy release, align 8
   %z = icmp eq i64 %l1, 0
   br i1 %z, label %signal, label %after
 signal:
   call i32 @pthread_cond_signal(ptr @pool_done)
   br label %after
 after:
+  call i32 @pthread_mutex_unlock(ptr @pool_m)
+  %t0 = call i64 @fuse_pool_now(ptr %ts)
+  br label %spin
+spin:
+  %g2 = load atomic i64, ptr @pool_gen acquire, align 8
+  %new = icmp ne i64 %g2, %g
+  br i1 %new, label %relock, label %tick
+tick:
+  {_PAUSE}
+  %t = call i64 @fuse_pool_now(ptr %ts)
+  %spent = sub i64 %t, %t0
+  %limit = load atomic i64, ptr @pool_spin_ns monotonic, align 8
+  %more = icmp slt i64 %spent, %limit
+  br i1 %more, label %spin, label %relock
+relock:
+  call i32 @pthread_mutex_lock(ptr @pool_m)
   br label %wait
+}}
+
+; Nanoseconds on the monotonic clock (%ts: scratch for a struct timespec).
+define internal i64 @fuse_pool_now(ptr %ts) {{
+entry:
+  call i32 @clock_gettime(i32 {_CLOCK}, ptr %ts)
+  %s = load i64, ptr %ts
+  %np = getelementptr inbounds i64, ptr %ts, i64 1
+  %ns = load i64, ptr %np
+  %s9 = mul i64 %s, 1000000000
+  %t = add i64 %s9, %ns
+  ret i64 %t
+}}
+
+define void @fuse_pool_set_spin(i64 %ns) {{
+entry:
+  store atomic i64 %ns, ptr @pool_spin_ns monotonic, align 8
+  ret void
 }}
 
 ; Chunk %c of the region that holds the pool: its code and details go to the pool's tables.
@@ -209,6 +267,7 @@ entry:
   %set = alloca [64 x i64], align 16
   %old = alloca [64 x i64], align 16
   %tid = alloca i64, align 8
+  %ts = alloca [2 x i64], align 8
   %few = icmp slt i64 %n, 2
   %alone = icmp slt i64 %threads, 2
   %small = or i1 %few, %alone
@@ -241,7 +300,7 @@ spawn:
   br i1 %more, label %create, label %unmask
 create:
   %id = add i64 %have, 1
-  %gen0 = load i64, ptr @pool_gen
+  %gen0 = load atomic i64, ptr @pool_gen monotonic, align 8
   %sp = getelementptr inbounds [{MAX_THREADS + 1} x i64], ptr @pool_start, i64 0, i64 %id
   store i64 %gen0, ptr %sp
   %arg = inttoptr i64 %id to ptr
@@ -267,17 +326,37 @@ publish:
   store atomic i64 0, ptr @pool_next monotonic, align 64
   store i64 %act, ptr @pool_active
   store i64 1, ptr @pool_open
-  %g = load i64, ptr @pool_gen
+  %g = load atomic i64, ptr @pool_gen monotonic, align 8
   %g1 = add i64 %g, 1
-  store i64 %g1, ptr @pool_gen
+  store atomic i64 %g1, ptr @pool_gen release, align 8
   call i32 @pthread_cond_broadcast(ptr @pool_work)
   call i32 @pthread_mutex_unlock(ptr @pool_m)
   call void @fuse_pool_claim(ptr %fn, ptr %env, i64 %n)
   call i32 @pthread_mutex_lock(ptr @pool_m)
   store i64 0, ptr @pool_open
+  %inside0 = load atomic i64, ptr @pool_busy monotonic, align 8
+  %finished0 = icmp eq i64 %inside0, 0
+  br i1 %finished0, label %scan, label %await
+await:
+  call i32 @pthread_mutex_unlock(ptr @pool_m)
+  %since = call i64 @fuse_pool_now(ptr %ts)
+  br label %spin
+spin:
+  %inside1 = load atomic i64, ptr @pool_busy acquire, align 8
+  %finished1 = icmp eq i64 %inside1, 0
+  br i1 %finished1, label %scan_head, label %tick
+tick:
+  {_PAUSE}
+  %now = call i64 @fuse_pool_now(ptr %ts)
+  %spent = sub i64 %now, %since
+  %limit = load atomic i64, ptr @pool_spin_ns monotonic, align 8
+  %longer = icmp slt i64 %spent, %limit
+  br i1 %longer, label %spin, label %relock
+relock:
+  call i32 @pthread_mutex_lock(ptr @pool_m)
   br label %join
 join:
-  %inside = load i64, ptr @pool_busy
+  %inside = load atomic i64, ptr @pool_busy acquire, align 8
   %finished = icmp eq i64 %inside, 0
   br i1 %finished, label %scan, label %block
 block:
@@ -287,7 +366,7 @@ scan:
   call i32 @pthread_mutex_unlock(ptr @pool_m)
   br label %scan_head
 scan_head:
-  %c = phi i64 [ 0, %scan ], [ %c1, %scan_next ]
+  %c = phi i64 [ 0, %scan ], [ 0, %spin ], [ %c1, %scan_next ]
   %cmore = icmp slt i64 %c, %n
   br i1 %cmore, label %scan_body, label %out
 scan_body:
@@ -326,22 +405,31 @@ _LIBC_SYMBOLS = (
     "pthread_detach",
     "pthread_sigmask",
     "sigfillset",
+    "clock_gettime",
 )
 
 _lock = threading.Lock()
 _pool: JitFunction | None = None
 _init_fn: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
 _workers_fn: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
+_spin_fn: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
+_spin_us: int | None = None  # set_spin's value; None: the default, read when the pool starts
 
 
 def _reinit_after_fork() -> None:
     if _init_fn is not None:
         _init_fn()
+        _apply_spin()
+
+
+def _apply_spin() -> None:
+    if _spin_fn is not None:
+        _spin_fn(1000 * (default_spin_us() if _spin_us is None else _spin_us))
 
 
 def ensure_pool() -> None:
     """Compile the pool once per process and register ``fuse_parallel_for`` for the kernels (idempotent)."""
-    global _pool, _init_fn, _workers_fn
+    global _pool, _init_fn, _workers_fn, _spin_fn
     with _lock:
         if _pool is not None:
             return
@@ -353,11 +441,13 @@ def ensure_pool() -> None:
             except AttributeError:
                 raise JitError(f"the thread pool needs {name}, which this process does not provide") from None
             register_symbol(name, address or 0)
-        jit = cached_runtime("fuse-pool 2", _POOL_IR, "fuse_parallel_for", ctypes.CFUNCTYPE(ctypes.c_int32))
+        jit = cached_runtime("fuse-pool 3", _POOL_IR, "fuse_parallel_for", ctypes.CFUNCTYPE(ctypes.c_int32))
         void = ctypes.CFUNCTYPE(None)
         _init_fn = void(jit.engine.get_function_address("fuse_pool_init"))
         _workers_fn = ctypes.CFUNCTYPE(ctypes.c_int64)(jit.engine.get_function_address("fuse_pool_workers"))
+        _spin_fn = ctypes.CFUNCTYPE(None, ctypes.c_int64)(jit.engine.get_function_address("fuse_pool_set_spin"))
         _init_fn()
+        _apply_spin()
         register_symbol("fuse_parallel_for", jit.address, jit)
         os.register_at_fork(after_in_child=_reinit_after_fork)
         _pool = jit
@@ -394,6 +484,35 @@ def default_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def default_spin_us() -> int:
+    """``FUSE_SPIN_US`` if set, else :data:`DEFAULT_SPIN_US`: how long an idle pool thread polls before sleeping."""
+    n = _env_int("FUSE_SPIN_US")
+    if n is None:
+        return DEFAULT_SPIN_US
+    if n < 0:
+        raise FuseError(f"FUSE_SPIN_US must be a non-negative integer (microseconds), got {n}")
+    return n
+
+
+def set_spin(microseconds: int | None) -> None:
+    """Let idle pool threads poll for ``microseconds`` before sleeping (0: sleep at once; None: the default).
+
+    The pool's workers, after a region, and the caller, waiting for the last
+    worker to finish, poll for this long before they block on a condition
+    variable: a wake-up costs tens of microseconds (more in a virtual
+    machine), so back-to-back calls start their threads at once; the price is
+    at most this much CPU time per thread after the last region.
+    """
+    global _spin_us
+    if microseconds is not None and (
+        isinstance(microseconds, bool) or not isinstance(microseconds, int) or microseconds < 0
+    ):
+        raise FuseError(f"the pool's spin time must be a non-negative integer (microseconds), got {microseconds!r}")
+    with _lock:
+        _spin_us = microseconds
+        _apply_spin()
 
 
 def default_parallel_min() -> int:
