@@ -19,7 +19,7 @@ from fuse_mlir.dialects.abi import ErrorEntry, LoopAbi
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.loop_interp import LoopInterpreter, run_loop_module
 from fuse_mlir.ir import make_context, parse_mlir, print_module
-from fuse_mlir.passes.conversions.lower_ew_to_loop import LowerEwToLoop, gemm_plan
+from fuse_mlir.passes.conversions.lower_ew_to_loop import TRANSPOSE_TILE, LowerEwToLoop, gemm_plan, transpose_tile_dim
 
 D = te.DYNAMIC
 
@@ -163,8 +163,119 @@ def test_map_with_broadcast_and_permuted_maps():
     xv, yv = RNG.normal(size=(3, 4)), RNG.normal(size=3)
     np.testing.assert_array_equal(run(mod, x=xv, y=yv)["z"], xv.T * yv[None, :] + 1)
     fors = ops_of(mod, loop.ForOp)
-    assert len(fors) == 2 and all(f.parallel is not None for f in fors)
+    # x is read transposed: two loops over tiles, two within a tile (test_transposing_nests_run_in_tiles)
+    assert len(fors) == 4 and all(f.parallel is not None for f in fors)
     assert not ops_of(mod, loop.CheckOp)
+
+
+@pytest.mark.parametrize(
+    "maps,res,want",
+    [
+        ([[1, 0]], [0, 1], 0),  # Y[i, j] = X[j, i]
+        ([[0, 1]], [0, 1], None),  # same order: contiguous already
+        ([[0]], [0, 1], None),  # a broadcast row: read once either way
+        ([[1, 0], [0, 1]], [0, 1], 0),  # X + Y^T: the transposed input decides
+        ([[2, 0, 1]], [0, 1, 2], 1),  # a permuting copy before a batched GEMM
+        ([[0, 1]], [0], None),  # one result dim
+        ([[1], [0, 2, 1]], [0, 1, 2], 1),  # the largest input decides
+    ],
+)
+def test_transpose_tile_dim(maps, res, want):
+    assert transpose_tile_dim(maps, res) == want
+
+
+def _permuted_copy(perm: Sequence[int], shape: Sequence[int]) -> tuple[ModuleOp, np.ndarray, np.ndarray]:
+    """``Y[d0, d1, ...] = X[d_perm...]`` lowered, with a random X of ``shape`` (X's axes in perm order)."""
+    m = M()
+    x = m.input("x", len(shape))
+    extents = [None] * len(shape)
+    for axis, d in enumerate(perm):
+        extents[d] = m.dim(x, axis)
+    z = m.generic([x], [list(perm)], ["parallel"] * len(shape), "none", extents, "float64", lambda b, a, t, i: a[0])
+    m.export([z], ["z"])
+    xv = RNG.normal(size=shape)
+    want = np.transpose(xv, np.argsort(perm))
+    return lower(m), xv, want
+
+
+@pytest.mark.parametrize("perm", [p for p in itertools.permutations(range(3)) if p != (0, 1, 2)])
+@pytest.mark.parametrize("shape", [(9, 17, 8), (1, 3, 33), (8, 8, 8), (0, 5, 7), (16, 1, 2)])
+def test_transposing_nests_run_in_tiles(perm, shape):
+    """Every permutation of a 3-d copy, with extents below, at, above and not a multiple of the tile (and 0):
+    the nest whose largest input is contiguous along another dim than the result's runs in tiles (loops over
+    [s, s + min(T, n - s))), in the loop interpreter with the same values as NumPy."""
+    mod, xv, want = _permuted_copy(perm, shape)
+    np.testing.assert_array_equal(run(mod, x=xv)["z"], want)
+    fors = ops_of(mod, loop.ForOp)
+    tiled = transpose_tile_dim([list(perm)], [0, 1, 2]) is not None
+    assert tiled == (perm[-1] != 2)
+    assert len(fors) == (5 if tiled else 3) and all(f.parallel is not None for f in fors)
+    if tiled:
+        within = [f for f in fors if isinstance(f.upper.owner, arith.AddiOp)]
+        assert len(within) == 2
+        for f in within:
+            assert f.lower in f.upper.owner.operands
+            low = f.upper.owner.rhs if f.upper.owner.lhs is f.lower else f.upper.owner.lhs
+            assert isinstance(low.owner, arith.MinSIOp)
+            assert any(
+                isinstance(v.owner, arith.ConstantOp) and v.owner.value.value.data == TRANSPOSE_TILE
+                for v in low.owner.operands
+            )
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numba"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_transposes_run_tiled_on_native_backends(backend, threads):
+    """Transposes and a sum with a transposed operand, float64 and float32, on the native backends with one
+    and two threads (every nest split: parallel_min=0): the same values as NumPy."""
+    import importlib.util
+
+    from fuse_mlir import Program
+
+    if backend == "numba" and importlib.util.find_spec("numba") is None:
+        pytest.skip("numba not installed")
+    opts = {"threads": threads, "parallel_min": 0} if backend == "llvm" else {}
+    rng = np.random.default_rng(5)
+    for dtype in (np.float64, np.float32):
+        x = rng.normal(size=(37, 70)).astype(dtype)
+        y = rng.normal(size=(70, 37)).astype(dtype)
+        a = rng.normal(size=(5, 19, 12)).astype(dtype)
+        prog = Program("T[j, i] = X[i, j]\nS[i, j] = X[i, j] + Y[j, i]\nP[b, i, j] = A[i, j, b]\nexport T, S, P")
+        got = prog.compile(backend, **opts)(X=x, Y=y, A=a)
+        np.testing.assert_array_equal(got["T"], x.T)
+        np.testing.assert_array_equal(got["S"], x + y.T)
+        np.testing.assert_array_equal(got["P"], a.transpose(2, 0, 1))
+
+
+def test_a_tiled_transpose_splits_over_threads_and_streams_its_stores():
+    """``streaming-stores`` still marks the tiled nest's store (its position is the innermost loop's index),
+    and the llvm lowering's work estimate counts a tile loop's trip: a 300 x 300 transpose (90,000 elements,
+    above the default split threshold of 65,536) starts the pool's worker. Counting only the loops over
+    tiles (38 x 38) it would run serially. In a fresh interpreter, so no earlier test started the worker."""
+    import os
+    import subprocess
+    import sys
+
+    from fuse_mlir import Program
+    from fuse_mlir.passes.lowering import lower_to_loop
+
+    module = lower_to_loop(Program("T[j, i] = X[i, j]\nexport T").lower({"X": np.float64}).module)
+    stores = ops_of(module, loop.StoreOp)
+    assert len(stores) == 1 and "nontemporal" in stores[0].attributes
+    code = (
+        "import numpy as np\n"
+        "from fuse_mlir import Program\n"
+        "from fuse_mlir.backends.llvm.parallel import pool_workers\n"
+        "run = Program('T[j, i] = X[i, j]\\nexport T').compile('llvm', threads=2)\n"
+        "x = np.arange(300 * 300.0).reshape(300, 300)\n"
+        "assert (run(X=x)['T'] == x.T).all()\n"
+        "print(pool_workers())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    env.pop("FUSE_PARALLEL_MIN", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "1"
 
 
 def test_constants_are_argument_slots_with_their_values():
@@ -898,3 +1009,17 @@ def test_random_programs_end_to_end():
         check_program(prog.source(), arrays)
 
     check()
+
+
+def test_transpose_benchmark_prints_its_rows(capsys):
+    """``python -m benchmarks.transpose`` (docs/optimisation.md's table) checks fuse's values against NumPy's
+    and prints one timed row per case and dtype."""
+    from benchmarks import transpose
+
+    assert transpose.main(["--cases", "ijb,bik", "--dtypes", "float32", "--quick"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "float32" in line and line.startswith("| ")]
+    assert [r.split("|")[1].strip() for r in rows] == ["ijb -> bij (128,128,32)", "bik -> ikb (32,128,128)"]
+    for r in rows:
+        assert float(r.split("|")[3]) > 0
+    with pytest.raises(SystemExit):
+        transpose.main(["--cases", "nothing-like-this"])

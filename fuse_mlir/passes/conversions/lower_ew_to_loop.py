@@ -119,6 +119,38 @@ def outer_reduction_order(maps: Sequence[Sequence[int]], res_dims: Sequence[int]
     return res_dims[-1] in lasts
 
 
+TRANSPOSE_TILE = 8
+"""Elements per side of the tiles a transposing nest runs in (:func:`transpose_tile_dim`). An 8 x 8 tile reads
+8 rows of the source and writes 8 of the result, a cache line each for float64, and LLVM unrolls its loops
+completely. Measured on the 2-core AVX-512 VM (``Y[j, i] = X[i, j]`` and copies before batched GEMMs,
+float64 / float32, against the untiled nest): 4096 x 4096 65 -> 30 / 64 -> 20 ms, 1000 x 1000 0.62 -> 0.63 /
+0.49 -> 0.34 ms, [128, 128, 32] -> [32, 128, 128] 0.31 -> 0.15 / 0.27 -> 0.16 ms. 16 and 32 were slower
+on the 1000 x 1000 case (1.2-1.5 ms: the loops were no longer unrolled and ran scalar), 32 faster only on
+4096 x 4096 float64 (20 ms)."""
+
+
+def transpose_tile_dim(maps: Sequence[Sequence[int]], res_dims: Sequence[int]) -> int | None:
+    """The result dim to tile together with the result's last dim in a nest without reductions, or None.
+
+    A nest whose result is contiguous along one dim and whose largest input
+    is contiguous along another (``Y[j, i] = X[i, j]``, a permuting copy
+    before a BLAS call) reads that input with a stride in its innermost loop:
+    each element on its own cache line, each of a large input's rows on its
+    own page. Run in square tiles of both dims (:meth:`EwToLoop.tiled`), the
+    lines a tile reads are reused from L1 by the next iterations instead.
+    The input must read the result's last dim too, else it is a broadcast and
+    read once anyway.
+    """
+    if len(res_dims) < 2:
+        return None
+    last = res_dims[-1]
+    top = max((len(m) for m in maps), default=0)
+    for m in maps:
+        if len(m) == top and top >= 2 and m[-1] != last and m[-1] in res_dims and last in m:
+            return m[-1]
+    return None
+
+
 # --------------------------------------------------------------------------
 # The lowering
 # --------------------------------------------------------------------------
@@ -241,8 +273,10 @@ class EwToLoop:
         inits: Sequence[SSAValue],
         parallel: bool,
         body: Callable[[SSAValue, list[SSAValue]], Sequence[SSAValue]],
+        lower: SSAValue | None = None,
     ) -> loop.ForOp:
-        """``for iv in [0, upper)`` with carried ``inits``; ``body(iv, carried)`` returns the next carried values."""
+        """``for iv in [lower, upper)`` (``lower`` 0 by default) with carried ``inits``; ``body(iv, carried)``
+        returns the next carried values."""
         region, block = loop.ForOp.make_body(inits)
         saved, self.cur = self.cur, block
         try:
@@ -250,7 +284,7 @@ class EwToLoop:
             block.add_op(loop.YieldOp(nxt))
         finally:
             self.cur = saved
-        op = loop.ForOp(self.index(0), upper, self.index(1), inits, region, parallel)
+        op = loop.ForOp(self.index(0) if lower is None else lower, upper, self.index(1), inits, region, parallel)
         self.emit(op)
         return op
 
@@ -393,7 +427,11 @@ class EwToLoop:
             return list(self.loop_for(ext[dims[0]], accs, False, step).results)
 
         if not red_dims:
-            parallel(res_dims, lambda: store_all(body(ivs)))
+            across = transpose_tile_dim(maps, res_dims) if may_reorder else None
+            if across is None:
+                parallel(res_dims, lambda: store_all(body(ivs)))
+            else:
+                self.tiled(ext, res_dims, across, ivs, lambda: store_all(body(ivs)))
             return results
         inits = [self.identity(k, e, u) for k, e, u in zip(kinds, elems, unsigned)]
         if not (may_reorder and outer_reduction_order(maps, res_dims, red_dims)):
@@ -431,6 +469,69 @@ class EwToLoop:
 
         parallel(res_dims[:-1], row)
         return results
+
+    def tiled(
+        self,
+        ext: Sequence[SSAValue],
+        res_dims: Sequence[int],
+        across: int,
+        ivs: dict[int, SSAValue],
+        inner: Callable[[], None],
+    ) -> None:
+        """The parallel nest over ``res_dims`` with ``across`` and the last dim in tiles of
+        :data:`TRANSPOSE_TILE` (a cache-blocked transpose, see :func:`transpose_tile_dim`).
+
+        The other dims' loops come first, in ``res_dims`` order (the outermost,
+        which the threads split, is then not a loop over a few tiles), then a
+        loop over the tiles of ``across`` and one over the tiles of the last
+        dim; inside them, a loop over ``across`` within its tile, then one over
+        the last dim within its tile, both of the form
+        ``[s, min(s + TRANSPOSE_TILE, n))`` (what the thread split's work
+        estimate and ``streaming-stores`` recognise). Every element is computed
+        once, by the same body, so only the order changes.
+        """
+        last = res_dims[-1]
+        tile = self.index(TRANSPOSE_TILE)
+        counts = {
+            d: self.val(arith.DivUIOp(self.val(arith.AddiOp(ext[d], self.index(TRANSPOSE_TILE - 1))), tile))
+            for d in (across, last)
+        }
+        starts: dict[int, SSAValue] = {}
+
+        def within(dims: Sequence[int]) -> None:
+            if not dims:
+                inner()
+                return
+            d = dims[0]
+            start = starts[d]
+            # s + min(T, n - s), not min(s + T, n): LLVM then knows the trip count is at most T and sizes
+            # its vector loop for it (with the latter it unrolled for 128 iterations, so a tile ran scalar).
+            end = self.val(arith.AddiOp(start, self.val(arith.MinSIOp(tile, self.val(arith.SubiOp(ext[d], start))))))
+
+            def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                ivs[d] = iv
+                within(dims[1:])
+                return []
+
+            self.loop_for(end, [], True, step, lower=start)
+
+        def outer(dims: Sequence[int]) -> None:
+            if not dims:
+                within([across, last])
+                return
+            d = dims[0]
+
+            def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                if d in counts:
+                    starts[d] = self.val(arith.MuliOp(iv, tile))
+                else:
+                    ivs[d] = iv
+                outer(dims[1:])
+                return []
+
+            self.loop_for(counts[d] if d in counts else ext[d], [], True, step)
+
+        outer([d for d in res_dims if d not in counts] + [across, last])
 
     # -- op lowerings ----------------------------------------------------------------
 

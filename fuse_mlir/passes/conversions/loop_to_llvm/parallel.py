@@ -14,6 +14,7 @@ in block order.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -142,7 +143,8 @@ def _free_values(op: Operation) -> list[SSAValue]:
 def _trip_bound(parent: FunctionBuilder, o: loop.ForOp, free: Sequence[SSAValue]) -> SSAValue | None:
     """A value defined outside the nest that bounds inner loop ``o``'s trip count, for the nest's work
     estimate: ``n`` for a loop over [0, n), ``k`` for a tile over [s, min(s + k, e)) (``pipeline-rows``'
-    blocks of rows, any strip-mined loop); None when neither shape fits."""
+    blocks of rows, any strip-mined loop) or over [s, s + min(k, e - s)) (a transposing nest's tiles);
+    None when no shape fits."""
     if o.lower in free and o.upper in free and is_const(parent.v(o.lower), 0):
         return o.upper
     up = o.upper.owner
@@ -153,7 +155,42 @@ def _trip_bound(parent: FunctionBuilder, o: loop.ForOp, free: Sequence[SSAValue]
                 k = add.rhs if add.lhs is o.lower else add.lhs
                 if k in free:
                     return k
+    if isinstance(up, arith.AddiOp) and o.lower in up.operands:  # [s, s + min(k, n - s))
+        low = up.rhs if up.lhs is o.lower else up.lhs
+        if isinstance(low.owner, arith.MinSIOp):
+            for k in low.owner.operands:
+                if k in free:
+                    return k
     return None
+
+
+def _inner_loops(op: Operation) -> list[loop.ForOp]:
+    """The ``loop.for`` ops nested in ``op``'s regions with no ``loop.for`` between, in walk order."""
+    out: list[loop.ForOp] = []
+    for region in op.regions:
+        for block in region.blocks:
+            for x in block.ops:
+                if isinstance(x, loop.ForOp):
+                    out.append(x)
+                elif x.regions:
+                    out.extend(_inner_loops(x))
+    return out
+
+
+def _path_bounds(parent: FunctionBuilder, op: Operation, free: Sequence[SSAValue]) -> Counter[SSAValue]:
+    """The trip bounds (:func:`_trip_bound`) of the loops inside ``op``, each as often as it occurs on one
+    path from ``op`` to an innermost loop, at most: a tile's two loops of 8 count 8 twice, while sibling
+    loops over the same columns (a row kernel's phases) count it once. The nest's work estimate is the
+    outer trip count times their product."""
+    best: Counter[SSAValue] = Counter()
+    for inner in _inner_loops(op):
+        path: Counter[SSAValue] = Counter()
+        bound = _trip_bound(parent, inner, free)
+        if bound is not None:
+            path[parent.v(bound)] = 1
+        path.update(_path_bounds(parent, inner, free))  # outer loops' bounds first: a stable product order
+        best |= path
+    return best
 
 
 def _const_op(v: SSAValue) -> llvm.ConstantOp | None:
@@ -255,12 +292,7 @@ class Nest:
             if all(kind is not None for kind in kinds) and (op.parallel is not None or (kinds and not stores)):
                 if not (shared.strict and any(kind in FLOAT_FOLDS for kind in kinds)):
                     folds = [kind for kind in kinds if kind is not None]
-        work: list[SSAValue] = []
-        if folds is not None:
-            for o in inner_ops:
-                bound = _trip_bound(parent, o, free) if isinstance(o, loop.ForOp) and o is not op else None
-                if bound is not None and parent.v(bound) not in work:
-                    work.append(parent.v(bound))
+        work = list(_path_bounds(parent, op, free).elements()) if folds is not None else []
         return Nest(parent, op, name, passed, carried, needs_rt, folds, work)
 
     def call_serial(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue]) -> list[SSAValue]:
