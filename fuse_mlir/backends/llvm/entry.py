@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .arena import DATA_OFFSET, FLAGS_OFFSET
-from .jit import JitError, JitFunction, cached_runtime, register_symbol
+from .jit import MONOTONIC_NS_IR, JitError, JitFunction, cached_runtime, register_symbol
 
 __all__ = ["HEAD", "NativeEntry", "entry_available", "make_entry"]
 
@@ -50,7 +50,6 @@ declare void @Py_DecRef(ptr)
 declare ptr @PyObject_CallObject(ptr, ptr)
 declare ptr @PyEval_SaveThread()
 declare void @PyEval_RestoreThread(ptr)
-declare i32 @clock_gettime(i32, ptr)
 declare ptr @fuse_PyArray_New(ptr, i32, ptr, i32, ptr, ptr, i32, i32, ptr)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 
@@ -72,19 +71,9 @@ define internal ptr @field(ptr %o, i64 %off) alwaysinline {{
   ret ptr %v
 }}
 
-define internal i64 @now_ns(ptr %ts) alwaysinline {{
-  %rc = call i32 @clock_gettime(i32 1, ptr %ts)
-  %sp = getelementptr inbounds i64, ptr %ts, i64 0
-  %s = load i64, ptr %sp
-  %np = getelementptr inbounds i64, ptr %ts, i64 1
-  %n = load i64, ptr %np
-  %ns = mul i64 %s, 1000000000
-  %t = add i64 %ns, %n
-  ret i64 %t
-}}
-
+{monotonic_ns}
 define internal void @elapsed(ptr %d, ptr %ts, i64 %t0) alwaysinline {{
-  %t1 = call i64 @now_ns(ptr %ts)
+  %t1 = call i64 @fuse_monotonic_ns(ptr %ts)
   %dt = sub i64 %t1, %t0
   %p = getelementptr inbounds i64, ptr %d, i64 16
   store i64 %dt, ptr %p
@@ -94,7 +83,7 @@ define internal void @elapsed(ptr %d, ptr %ts, i64 %t0) alwaysinline {{
 define ptr @fuse_call(ptr %self, ptr %inputs) {{
 entry:
   %tsbuf = alloca [2 x i64], align 8
-  %t0 = call i64 @now_ns(ptr %tsbuf)
+  %t0 = call i64 @fuse_monotonic_ns(ptr %tsbuf)
   %dobj = call ptr @field(ptr %self, i64 {tuple0})
   %d = call ptr @field(ptr %dobj, i64 {data})
   %dicttype = call ptr @pword(ptr %d, i64 17)
@@ -368,7 +357,7 @@ def _build() -> tuple[JitFunction, _MethodDef] | None:
         if _built is None and _LAYOUT is not None and not _failed:
             try:
                 register_symbol("fuse_PyArray_New", _array_new_address())
-                ir = _IR.format(rin=_IN, rres=_RES, **_LAYOUT)
+                ir = _IR.format(rin=_IN, rres=_RES, monotonic_ns=MONOTONIC_NS_IR, **_LAYOUT)
                 jf = cached_runtime("fuse-call 2", ir, "fuse_call", ctypes.CFUNCTYPE(ctypes.c_void_p))
                 new = ctypes.pythonapi.PyCFunction_NewEx
             except (JitError, AttributeError, ImportError):  # a Python without these C-API symbols, an odd NumPy

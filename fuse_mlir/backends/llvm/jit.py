@@ -166,6 +166,24 @@ def _optimise(mod: llvm.ModuleRef, tm: llvm.TargetMachine, opt_level: int) -> No
     pm.run(mod, pb)
 
 
+MONOTONIC_NS_IR = f"""\
+declare i32 @clock_gettime(i32, ptr)
+
+; Nanoseconds on the monotonic clock (%ts: scratch for a struct timespec, two i64).
+define internal i64 @fuse_monotonic_ns(ptr %ts) alwaysinline {{
+  call i32 @clock_gettime(i32 {time.CLOCK_MONOTONIC}, ptr %ts)
+  %s = load i64, ptr %ts
+  %np = getelementptr inbounds i64, ptr %ts, i64 1
+  %n = load i64, ptr %np
+  %ns = mul i64 %s, 1000000000
+  %t = add i64 %ns, %n
+  ret i64 %t
+}}
+"""
+"""LLVM IR text for the runtime modules that read the clock (the native entry's timings, the pool's polling):
+``@fuse_monotonic_ns`` and its ``clock_gettime`` declaration, to paste into a module's text."""
+
+
 DEEP_NEST_LOOPS = 16
 """Loop depth above which a kernel is optimised at O1 at most (no vectoriser, no non-trivial unswitching).
 

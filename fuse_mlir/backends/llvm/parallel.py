@@ -42,12 +42,11 @@ import ctypes
 import os
 import platform
 import threading
-import time
 
 from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.targets import CHUNKS_PER_THREAD
 
-from .jit import JitError, JitFunction, cached_runtime, register_symbol, register_symbol_provider
+from .jit import MONOTONIC_NS_IR, JitError, JitFunction, cached_runtime, register_symbol, register_symbol_provider
 
 __all__ = [
     "MAX_CHUNKS",
@@ -80,7 +79,6 @@ elif _MACHINE in ("aarch64", "arm64"):
     _PAUSE, _PAUSE_DECL = "call void @llvm.aarch64.hint(i32 1)", "declare void @llvm.aarch64.hint(i32)"
 else:
     _PAUSE, _PAUSE_DECL = "", ""
-_CLOCK = time.CLOCK_MONOTONIC
 
 _POOL_IR = f"""
 @pool_m = internal global [{_SLOT} x i8] zeroinitializer, align 64
@@ -113,7 +111,7 @@ declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
 declare i32 @pthread_sigmask(i32, ptr, ptr)
 declare i32 @sigfillset(ptr)
-declare i32 @clock_gettime(i32, ptr)
+{MONOTONIC_NS_IR}
 {_PAUSE_DECL}
 
 define void @fuse_pool_init() {{
@@ -156,13 +154,12 @@ done:
 define internal ptr @fuse_pool_worker(ptr %arg) {{
 entry:
   %id = ptrtoint ptr %arg to i64
-  %ts = alloca [2 x i64], align 8
   call i32 @pthread_mutex_lock(ptr @pool_m)
   %sp = getelementptr inbounds [{MAX_THREADS + 1} x i64], ptr @pool_start, i64 0, i64 %id
   %seen0 = load i64, ptr %sp
   br label %wait
 wait:
-  %seen = phi i64 [ %seen0, %entry ], [ %seen, %sleep ], [ %g, %relock ]
+  %seen = phi i64 [ %seen0, %entry ], [ %seen, %sleep ], [ %g, %after ]
   %g = load atomic i64, ptr @pool_gen monotonic, align 8
   %same = icmp eq i64 %g, %seen
   br i1 %same, label %sleep, label %go
@@ -196,34 +193,33 @@ signal:
   br label %after
 after:
   call i32 @pthread_mutex_unlock(ptr @pool_m)
-  %t0 = call i64 @fuse_pool_now(ptr %ts)
-  br label %spin
-spin:
-  %g2 = load atomic i64, ptr @pool_gen acquire, align 8
-  %new = icmp ne i64 %g2, %g
-  br i1 %new, label %relock, label %tick
-tick:
-  {_PAUSE}
-  %t = call i64 @fuse_pool_now(ptr %ts)
-  %spent = sub i64 %t, %t0
-  %limit = load atomic i64, ptr @pool_spin_ns monotonic, align 8
-  %more = icmp slt i64 %spent, %limit
-  br i1 %more, label %spin, label %relock
-relock:
+  call i1 @fuse_pool_poll(ptr @pool_gen, i64 %g, i1 false)
   call i32 @pthread_mutex_lock(ptr @pool_m)
   br label %wait
 }}
 
-; Nanoseconds on the monotonic clock (%ts: scratch for a struct timespec).
-define internal i64 @fuse_pool_now(ptr %ts) {{
+; Poll *%p (acquire) until it equals %v (%equal) or differs from it (not %equal), for at most the spin time:
+; whether it did. The pool's threads call it, holding no lock, before they block on a condition variable.
+define internal i1 @fuse_pool_poll(ptr %p, i64 %v, i1 %equal) {{
 entry:
-  call i32 @clock_gettime(i32 {_CLOCK}, ptr %ts)
-  %s = load i64, ptr %ts
-  %np = getelementptr inbounds i64, ptr %ts, i64 1
-  %ns = load i64, ptr %np
-  %s9 = mul i64 %s, 1000000000
-  %t = add i64 %s9, %ns
-  ret i64 %t
+  %ts = alloca [2 x i64], align 8
+  %t0 = call i64 @fuse_monotonic_ns(ptr %ts)
+  br label %spin
+spin:
+  %now = load atomic i64, ptr %p acquire, align 8
+  %same = icmp eq i64 %now, %v
+  %met = icmp eq i1 %same, %equal
+  br i1 %met, label %done, label %tick
+tick:
+  {_PAUSE}
+  %t = call i64 @fuse_monotonic_ns(ptr %ts)
+  %spent = sub i64 %t, %t0
+  %limit = load atomic i64, ptr @pool_spin_ns monotonic, align 8
+  %more = icmp slt i64 %spent, %limit
+  br i1 %more, label %spin, label %done
+done:
+  %r = phi i1 [ true, %spin ], [ false, %tick ]
+  ret i1 %r
 }}
 
 define void @fuse_pool_set_spin(i64 %ns) {{
@@ -267,7 +263,6 @@ entry:
   %set = alloca [64 x i64], align 16
   %old = alloca [64 x i64], align 16
   %tid = alloca i64, align 8
-  %ts = alloca [2 x i64], align 8
   %few = icmp slt i64 %n, 2
   %alone = icmp slt i64 %threads, 2
   %small = or i1 %few, %alone
@@ -339,19 +334,8 @@ publish:
   br i1 %finished0, label %scan, label %await
 await:
   call i32 @pthread_mutex_unlock(ptr @pool_m)
-  %since = call i64 @fuse_pool_now(ptr %ts)
-  br label %spin
-spin:
-  %inside1 = load atomic i64, ptr @pool_busy acquire, align 8
-  %finished1 = icmp eq i64 %inside1, 0
-  br i1 %finished1, label %scan_head, label %tick
-tick:
-  {_PAUSE}
-  %now = call i64 @fuse_pool_now(ptr %ts)
-  %spent = sub i64 %now, %since
-  %limit = load atomic i64, ptr @pool_spin_ns monotonic, align 8
-  %longer = icmp slt i64 %spent, %limit
-  br i1 %longer, label %spin, label %relock
+  %finished1 = call i1 @fuse_pool_poll(ptr @pool_busy, i64 0, i1 true)
+  br i1 %finished1, label %scan_head, label %relock
 relock:
   call i32 @pthread_mutex_lock(ptr @pool_m)
   br label %join
@@ -366,7 +350,7 @@ scan:
   call i32 @pthread_mutex_unlock(ptr @pool_m)
   br label %scan_head
 scan_head:
-  %c = phi i64 [ 0, %scan ], [ 0, %spin ], [ %c1, %scan_next ]
+  %c = phi i64 [ 0, %scan ], [ 0, %await ], [ %c1, %scan_next ]
   %cmore = icmp slt i64 %c, %n
   br i1 %cmore, label %scan_body, label %out
 scan_body:
