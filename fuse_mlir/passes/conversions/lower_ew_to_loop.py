@@ -32,7 +32,7 @@ reductions use ``maxui``/``minui``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math
@@ -117,6 +117,24 @@ def outer_reduction_order(maps: Sequence[Sequence[int]], res_dims: Sequence[int]
     if any(d in red_dims for d in lasts):
         return False
     return res_dims[-1] in lasts
+
+
+Bounds = Callable[[], tuple[SSAValue | None, SSAValue]]
+"""A loop's bounds: (lower, None for 0; upper), emitted when called, where the loop begins."""
+
+
+class Loop(NamedTuple):
+    """One loop of :meth:`EwToLoop.parallel_loops`: ``ivs[key]`` holds ``value(iv)`` of its index ``iv``
+    (``iv`` itself when ``value`` is None), emitted at the top of the loop's body."""
+
+    key: int
+    bounds: Bounds
+    value: Callable[[SSAValue], SSAValue] | None = None
+
+
+def whole(key: int, upper: SSAValue, value: Callable[[SSAValue], SSAValue] | None = None) -> Loop:
+    """The loop over ``[0, upper)`` that puts ``value(iv)`` (or ``iv``) in ``ivs[key]``."""
+    return Loop(key, lambda: (None, upper), value)
 
 
 TRANSPOSE_TILE = 8
@@ -404,16 +422,7 @@ class EwToLoop:
             return [ivs[d] for d in res_dims]
 
         def parallel(dims: Sequence[int], inner: Callable[[], None]) -> None:
-            if not dims:
-                inner()
-                return
-
-            def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                ivs[dims[0]] = iv
-                parallel(dims[1:], inner)
-                return []
-
-            self.loop_for(ext[dims[0]], [], True, step)
+            self.parallel_loops([whole(d, ext[d]) for d in dims], ivs, inner)
 
         def reduce(dims: Sequence[int], accs: list[SSAValue]) -> list[SSAValue]:
             if not dims:
@@ -470,6 +479,22 @@ class EwToLoop:
         parallel(res_dims[:-1], row)
         return results
 
+    def parallel_loops(self, loops: Sequence[Loop], ivs: dict[int, SSAValue], inner: Callable[[], None]) -> None:
+        """Parallel ``loop.for`` ops nested in the order of ``loops`` (:class:`Loop`), the innermost running
+        ``inner()``."""
+        if not loops:
+            inner()
+            return
+        key, bounds, value = loops[0]
+        lower, upper = bounds()
+
+        def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            ivs[key] = iv if value is None else value(iv)
+            self.parallel_loops(loops[1:], ivs, inner)
+            return []
+
+        self.loop_for(upper, [], True, step, lower=lower)
+
     def tiled(
         self,
         ext: Sequence[SSAValue],
@@ -484,54 +509,38 @@ class EwToLoop:
         The other dims' loops come first, in ``res_dims`` order (the outermost,
         which the threads split, is then not a loop over a few tiles), then a
         loop over the tiles of ``across`` and one over the tiles of the last
-        dim; inside them, a loop over ``across`` within its tile, then one over
-        the last dim within its tile, both of the form
-        ``[s, min(s + TRANSPOSE_TILE, n))`` (what the thread split's work
-        estimate and ``streaming-stores`` recognise). Every element is computed
-        once, by the same body, so only the order changes.
+        dim (their first elements go to ``ivs[~d]``); inside them, a loop over
+        ``across`` within its tile, then one over the last dim within its tile,
+        both over ``[s, s + min(TRANSPOSE_TILE, n - s))``: LLVM then knows the
+        trip count is at most the tile and unrolls it (with ``min(s + T, n)``
+        it unrolled for 128 iterations, so every tile ran scalar), and the
+        thread split's work estimate and ``streaming-stores`` recognise the
+        form. Every element is computed once, by the same body, so only the
+        order changes.
         """
         last = res_dims[-1]
+        pair = (across, last)
         tile = self.index(TRANSPOSE_TILE)
         counts = {
             d: self.val(arith.DivUIOp(self.val(arith.AddiOp(ext[d], self.index(TRANSPOSE_TILE - 1))), tile))
-            for d in (across, last)
+            for d in pair
         }
-        starts: dict[int, SSAValue] = {}
 
-        def within(dims: Sequence[int]) -> None:
-            if not dims:
-                inner()
-                return
-            d = dims[0]
-            start = starts[d]
-            # s + min(T, n - s), not min(s + T, n): LLVM then knows the trip count is at most T and sizes
-            # its vector loop for it (with the latter it unrolled for 128 iterations, so a tile ran scalar).
-            end = self.val(arith.AddiOp(start, self.val(arith.MinSIOp(tile, self.val(arith.SubiOp(ext[d], start))))))
+        def within(d: int) -> Bounds:
+            def bounds() -> tuple[SSAValue, SSAValue]:
+                start = ivs[~d]
+                room = self.val(arith.MinSIOp(tile, self.val(arith.SubiOp(ext[d], start))))
+                return start, self.val(arith.AddiOp(start, room))
 
-            def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                ivs[d] = iv
-                within(dims[1:])
-                return []
+            return bounds
 
-            self.loop_for(end, [], True, step, lower=start)
+        def tile_start(iv: SSAValue) -> SSAValue:
+            return self.val(arith.MuliOp(iv, tile))
 
-        def outer(dims: Sequence[int]) -> None:
-            if not dims:
-                within([across, last])
-                return
-            d = dims[0]
-
-            def step(iv: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                if d in counts:
-                    starts[d] = self.val(arith.MuliOp(iv, tile))
-                else:
-                    ivs[d] = iv
-                outer(dims[1:])
-                return []
-
-            self.loop_for(counts[d] if d in counts else ext[d], [], True, step)
-
-        outer([d for d in res_dims if d not in counts] + [across, last])
+        loops = [whole(d, ext[d]) for d in res_dims if d not in counts]
+        loops += [whole(~d, counts[d], tile_start) for d in pair]
+        loops += [Loop(d, within(d)) for d in pair]
+        self.parallel_loops(loops, ivs, inner)
 
     # -- op lowerings ----------------------------------------------------------------
 

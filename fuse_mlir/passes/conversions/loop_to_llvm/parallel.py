@@ -164,31 +164,18 @@ def _trip_bound(parent: FunctionBuilder, o: loop.ForOp, free: Sequence[SSAValue]
     return None
 
 
-def _inner_loops(op: Operation) -> list[loop.ForOp]:
-    """The ``loop.for`` ops nested in ``op``'s regions with no ``loop.for`` between, in walk order."""
-    out: list[loop.ForOp] = []
-    for region in op.regions:
-        for block in region.blocks:
-            for x in block.ops:
-                if isinstance(x, loop.ForOp):
-                    out.append(x)
-                elif x.regions:
-                    out.extend(_inner_loops(x))
-    return out
-
-
 def _path_bounds(parent: FunctionBuilder, op: Operation, free: Sequence[SSAValue]) -> Counter[SSAValue]:
     """The trip bounds (:func:`_trip_bound`) of the loops inside ``op``, each as often as it occurs on one
     path from ``op`` to an innermost loop, at most: a tile's two loops of 8 count 8 twice, while sibling
     loops over the same columns (a row kernel's phases) count it once. The nest's work estimate is the
     outer trip count times their product."""
     best: Counter[SSAValue] = Counter()
-    for inner in _inner_loops(op):
+    for x in (x for region in op.regions for block in region.blocks for x in block.ops):
         path: Counter[SSAValue] = Counter()
-        bound = _trip_bound(parent, inner, free)
+        bound = _trip_bound(parent, x, free) if isinstance(x, loop.ForOp) else None
         if bound is not None:
             path[parent.v(bound)] = 1
-        path.update(_path_bounds(parent, inner, free))  # outer loops' bounds first: a stable product order
+        path.update(_path_bounds(parent, x, free))  # outer loops' bounds first: a stable product order
         best |= path
     return best
 
