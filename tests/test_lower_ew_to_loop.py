@@ -252,12 +252,9 @@ def test_a_tiled_transpose_splits_over_threads_and_streams_its_stores():
     and the llvm lowering's work estimate counts a tile loop's trip: a 300 x 300 transpose (90,000 elements,
     above the default split threshold of 65,536) starts the pool's worker. Counting only the loops over
     tiles (38 x 38) it would run serially. In a fresh interpreter, so no earlier test started the worker."""
-    import os
-    import subprocess
-    import sys
-
     from fuse_mlir import Program
     from fuse_mlir.passes.lowering import lower_to_loop
+    from tests.fresh import fresh_python
 
     module = lower_to_loop(Program("T[j, i] = X[i, j]\nexport T").lower({"X": np.float64}).module)
     stores = ops_of(module, loop.StoreOp)
@@ -271,11 +268,7 @@ def test_a_tiled_transpose_splits_over_threads_and_streams_its_stores():
         "assert (run(X=x)['T'] == x.T).all()\n"
         "print(pool_workers())\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
-    env.pop("FUSE_PARALLEL_MIN", None)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split()[-1] == "1"
+    assert fresh_python(code, unset=("FUSE_PARALLEL_MIN",)).split()[-1] == "1"
 
 
 def test_constants_are_argument_slots_with_their_values():

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -31,12 +29,12 @@ from fuse_mlir.backends.llvm.parallel import (
     set_spin,
 )
 from fuse_mlir.passes.lowering import lower_to_loop
+from tests.fresh import fresh_python
 from tests.strategies import GenProgram, programs
 from tests.test_llvm_programs import same
 from tests.test_semantics import CASES
 
 THREADED = {"parallel_min": 0}
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _repeat_identical(prog: Program, inputs: dict, threads: int) -> None:
@@ -216,9 +214,7 @@ def test_idle_pool_threads_stop_polling():
         "    return v.ru_utime + v.ru_stime - u.ru_utime - u.ru_stime\n"
         "print(idle_cpu(0), idle_cpu(200_000), idle_cpu(None))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr
-    none, long, default = map(float, out.stdout.split()[-3:])
+    none, long, default = map(float, fresh_python(code).split()[-3:])
     assert none < 0.05 and default < 0.05, (none, long, default)
     assert none + 0.02 < long < 0.45, (none, long, default)
 
@@ -275,9 +271,7 @@ def test_parallel_kernel_after_fork():
         "_, status = os.waitpid(pid, 0)\n"
         "print(os.waitstatus_to_exitcode(status))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "0"
+    assert fresh_python(code).strip().splitlines()[-1] == "0"
 
 
 def test_small_calls_start_no_threads():
@@ -294,9 +288,7 @@ def test_small_calls_start_no_threads():
         "r2(X=np.ones(1000))\n"
         "print(pool_workers())\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.split() == ["0", "3"]
+    assert fresh_python(code).split() == ["0", "3"]
 
 
 def test_thread_settings(monkeypatch):
