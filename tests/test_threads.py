@@ -23,9 +23,11 @@ from fuse_mlir.backends.llvm.executor import NativeExecutor
 from fuse_mlir.backends.llvm.parallel import (
     MAX_CHUNKS,
     MAX_THREADS,
+    SCHEDULER_CALLS,
     default_spin_us,
     default_threads,
     parallel_for_address,
+    pool_ir,
     set_spin,
 )
 from fuse_mlir.passes.lowering import lower_to_loop
@@ -219,6 +221,38 @@ def test_idle_pool_threads_stop_polling():
     assert none + 0.02 < long < 0.45, (none, long, default)
 
 
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and two CPUs"
+)
+def test_woken_worker_leaves_the_callers_cpu():
+    """A worker woken for a region on the CPU its caller runs on moves to another allowed CPU, and keeps its
+    CPU mask. With the calling thread pinned to one CPU and pauses long enough for the worker to sleep, the
+    worker last ran on another CPU after every region (before the fix: on the caller's after about half of
+    them, and the region ran on one core). In a fresh interpreter: the pool's worker is found as the one
+    thread the first parallel call starts."""
+    code = (
+        "import os, time, numpy as np\n"
+        "from fuse_mlir import Program\n"
+        "run = Program('Y[i] = exp(X[i])\\nexport Y').compile('llvm', threads=2)\n"
+        "x = np.ones(2_000_000)\n"
+        "before = set(os.listdir('/proc/self/task'))\n"
+        "run(X=x)\n"
+        "(worker,) = set(os.listdir('/proc/self/task')) - before\n"
+        "cpus = sorted(os.sched_getaffinity(0))\n"
+        "os.sched_setaffinity(0, {cpus[0]})\n"
+        "last = []\n"
+        "for _ in range(20):\n"
+        "    time.sleep(0.01)\n"
+        "    run(X=x)\n"
+        "    stat = open(f'/proc/self/task/{worker}/stat').read()\n"
+        "    last.append(int(stat.rsplit(')', 1)[1].split()[36]))\n"
+        "print(sorted(os.sched_getaffinity(int(worker))) == cpus, sum(c == cpus[0] for c in last))\n"
+    )
+    same_mask, on_caller = fresh_python(code).split()[-2:]
+    assert same_mask == "True"
+    assert int(on_caller) <= 2, on_caller
+
+
 def test_spin_settings(monkeypatch):
     monkeypatch.delenv("FUSE_SPIN_US", raising=False)
     assert default_spin_us() == 100
@@ -334,3 +368,28 @@ def test_pool_spin_benchmark_prints_every_size(capsys):
     for r in rows:
         cells = [c.strip() for c in r.strip("|").split("|")][2:]
         assert all(c == "n/a" or float(c) > 0 for c in cells), r
+
+
+def test_idle_wake_benchmark_prints_every_pause(capsys):
+    """``python -m benchmarks.idle_wake`` (docs/threads.md's figures) runs and prints one timed row per pause."""
+    from benchmarks import idle_wake
+
+    assert idle_wake.main(["--workloads", "gather_sum", "--pauses", "0,1", "--rounds", "2", "--small"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| gather_sum |")]
+    assert [r.split("|")[2].strip() for r in rows] == ["0", "1"]
+    for r in rows:
+        cells = [c.strip() for c in r.strip("|").split("|")][2:]
+        assert all(c == "n/a" or float(c) > 0 for c in cells), r
+
+
+def test_pool_ir_without_scheduler_calls():
+    """Where the C library lacks sched_getcpu, sched_yield or the affinity calls (not Linux), the pool defines
+    them as stubs that fail: its IR still parses and verifies, and declares only what the process provides."""
+    import llvmlite.binding as llvm
+
+    for provided in (frozenset(), frozenset({"sched_yield"}), frozenset(SCHEDULER_CALLS)):
+        ir = pool_ir(provided)
+        llvm.parse_assembly(ir).verify()
+        for name in SCHEDULER_CALLS:
+            assert (f"declare i32 @{name}(" in ir) == (name in provided), (name, provided)
+            assert (f"define internal i32 @{name}(" in ir) == (name not in provided), (name, provided)

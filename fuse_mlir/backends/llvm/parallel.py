@@ -23,6 +23,17 @@ threads), and are never left running work:
 the caller waits for every chunk before it returns, whatever the chunks report
 (chunk functions return their error codes through ``env``, never unwind).
 
+A worker woken from its sleep may be put by the kernel's scheduler on the CPU
+its caller runs on (measured on this project's 2-CPU virtual machine: about half
+of the regions after a 10 ms pause). It would then wait there until the caller
+has claimed every chunk, and the region would run on one core. So a caller that
+woke a sleeping worker yields its CPU once (``sched_yield``) before it claims
+chunks, and a worker that joins a region on the caller's CPU (``sched_getcpu``)
+moves itself off it: it narrows its CPU mask to the other allowed CPUs for one
+``sched_setaffinity`` call, which migrates it, then restores the mask. Where
+the C library lacks these calls (not Linux), they are stubs that fail and the
+worker stays where it is.
+
 Only one region runs on the pool at a time: a region started while another is
 running (a second Python thread calling a kernel, or a chunk that itself holds a
 region) runs all its chunks in order on its own thread (``trylock``), so there
@@ -51,11 +62,13 @@ from .jit import MONOTONIC_NS_IR, JitError, JitFunction, cached_runtime, registe
 __all__ = [
     "MAX_CHUNKS",
     "MAX_THREADS",
+    "SCHEDULER_CALLS",
     "default_parallel_min",
     "default_spin_us",
     "default_threads",
     "ensure_pool",
     "parallel_for_address",
+    "pool_ir",
     "pool_workers",
     "resolve",
     "set_spin",
@@ -68,6 +81,16 @@ MAX_CHUNKS = MAX_THREADS * CHUNKS_PER_THREAD
 """The most chunks one region may have (the pool's result tables); a larger region runs serially."""
 
 _SLOT = 512  # bytes reserved for each pthread object (glibc needs 40 or 48)
+_CPU_WORDS = 16  # 64-bit words of the CPU masks the pool reads and sets (glibc's cpu_set_t: 1024 CPUs)
+
+SCHEDULER_CALLS = {
+    "sched_getcpu": ("i32 @sched_getcpu()", "ret i32 -1"),
+    "sched_yield": ("i32 @sched_yield()", "ret i32 -1"),
+    "sched_getaffinity": ("i32 @sched_getaffinity(i32 %pid, i64 %size, ptr %set)", "ret i32 -1"),
+    "sched_setaffinity": ("i32 @sched_setaffinity(i32 %pid, i64 %size, ptr %set)", "ret i32 -1"),
+}
+"""The scheduler calls the pool uses to move a worker off the caller's CPU (Linux, glibc): each is declared when
+the process provides it, else defined as a stub that fails (the worker then stays where it is)."""
 
 DEFAULT_SPIN_US = 100
 """How long, in microseconds, a pool thread keeps polling for the next region before it sleeps (``FUSE_SPIN_US``)."""
@@ -93,6 +116,8 @@ _POOL_IR = f"""
 @pool_n = internal global i64 0
 @pool_next = internal global i64 0, align 64
 @pool_spin_ns = internal global i64 0, align 8
+@pool_caller_cpu = internal global i32 -1
+@pool_sleepers = internal global i64 0
 @pool_fn = internal global ptr null
 @pool_env = internal global ptr null
 @pool_start = internal global [{MAX_THREADS + 1} x i64] zeroinitializer
@@ -111,6 +136,7 @@ declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
 declare i32 @pthread_sigmask(i32, ptr, ptr)
 declare i32 @sigfillset(ptr)
+{{AFFINITY_DECLS}}
 {MONOTONIC_NS_IR}
 {_PAUSE_DECL}
 
@@ -164,7 +190,13 @@ wait:
   %same = icmp eq i64 %g, %seen
   br i1 %same, label %sleep, label %go
 sleep:
+  %s0 = load i64, ptr @pool_sleepers
+  %s1 = add i64 %s0, 1
+  store i64 %s1, ptr @pool_sleepers
   call i32 @pthread_cond_wait(ptr @pool_work, ptr @pool_m)
+  %s2 = load i64, ptr @pool_sleepers
+  %s3 = sub i64 %s2, 1
+  store i64 %s3, ptr @pool_sleepers
   br label %wait
 go:
   %open = load i64, ptr @pool_open
@@ -180,7 +212,9 @@ join:
   %fn = load ptr, ptr @pool_fn
   %env = load ptr, ptr @pool_env
   %n = load i64, ptr @pool_n
+  %caller = load i32, ptr @pool_caller_cpu
   call i32 @pthread_mutex_unlock(ptr @pool_m)
+  call void @fuse_pool_leave(i32 %caller)
   call void @fuse_pool_claim(ptr %fn, ptr %env, i64 %n)
   call i32 @pthread_mutex_lock(ptr @pool_m)
   %l = load atomic i64, ptr @pool_busy monotonic, align 8
@@ -196,6 +230,59 @@ after:
   call i1 @fuse_pool_poll(ptr @pool_gen, i64 %g, i1 false)
   call i32 @pthread_mutex_lock(ptr @pool_m)
   br label %wait
+}}
+
+; A worker that woke up on the CPU the caller runs on (where it would wait until the caller's own chunks are
+; done) moves off it: it narrows its CPU mask to the others for one sched_setaffinity call, which migrates it,
+; and restores the mask at once. Nothing happens when it runs elsewhere, or no other CPU is allowed.
+define internal void @fuse_pool_leave(i32 %caller) {{
+entry:
+  %set = alloca [{_CPU_WORDS} x i64], align 8
+  %narrow = alloca [{_CPU_WORDS} x i64], align 8
+  %me = call i32 @sched_getcpu()
+  %same = icmp eq i32 %me, %caller
+  %known = icmp sge i32 %me, 0
+  %inset = icmp slt i32 %me, {64 * _CPU_WORDS}
+  %a = and i1 %same, %known
+  %colocated = and i1 %a, %inset
+  br i1 %colocated, label %read, label %done
+read:
+  %grc = call i32 @sched_getaffinity(i32 0, i64 {8 * _CPU_WORDS}, ptr %set)
+  %gok = icmp eq i32 %grc, 0
+  br i1 %gok, label %copy, label %done
+copy:
+  call void @llvm.memcpy.p0.p0.i64(ptr %narrow, ptr %set, i64 {8 * _CPU_WORDS}, i1 false)
+  %me64 = zext i32 %me to i64
+  %w = lshr i64 %me64, 6
+  %b = and i64 %me64, 63
+  %wp = getelementptr inbounds i64, ptr %narrow, i64 %w
+  %word = load i64, ptr %wp
+  %bit = shl i64 1, %b
+  %mask = xor i64 %bit, -1
+  %cleared = and i64 %word, %mask
+  store i64 %cleared, ptr %wp
+  br label %scan
+scan:
+  %k = phi i64 [ 0, %copy ], [ %k1, %scan ]
+  %any = phi i64 [ 0, %copy ], [ %any1, %scan ]
+  %kp = getelementptr inbounds i64, ptr %narrow, i64 %k
+  %kw = load i64, ptr %kp
+  %any1 = or i64 %any, %kw
+  %k1 = add i64 %k, 1
+  %end = icmp eq i64 %k1, {_CPU_WORDS}
+  br i1 %end, label %check, label %scan
+check:
+  %other = icmp ne i64 %any1, 0
+  br i1 %other, label %move, label %done
+move:
+  %src = call i32 @sched_setaffinity(i32 0, i64 {8 * _CPU_WORDS}, ptr %narrow)
+  %mok = icmp eq i32 %src, 0
+  br i1 %mok, label %restore, label %done
+restore:
+  call i32 @sched_setaffinity(i32 0, i64 {8 * _CPU_WORDS}, ptr %set)
+  br label %done
+done:
+  ret void
 }}
 
 ; Poll *%p (acquire) until it equals %v (%equal) or differs from it (not %equal), for at most the spin time:
@@ -321,11 +408,20 @@ publish:
   store atomic i64 0, ptr @pool_next monotonic, align 64
   store i64 %act, ptr @pool_active
   store i64 1, ptr @pool_open
+  %ccpu = call i32 @sched_getcpu()
+  store i32 %ccpu, ptr @pool_caller_cpu
   %g = load atomic i64, ptr @pool_gen monotonic, align 8
   %g1 = add i64 %g, 1
   store atomic i64 %g1, ptr @pool_gen release, align 8
+  %asleep = load i64, ptr @pool_sleepers
   call i32 @pthread_cond_broadcast(ptr @pool_work)
   call i32 @pthread_mutex_unlock(ptr @pool_m)
+  %woke = icmp ne i64 %asleep, 0
+  br i1 %woke, label %yield, label %work
+yield:
+  call i32 @sched_yield()
+  br label %work
+work:
   call void @fuse_pool_claim(ptr %fn, ptr %env, i64 %n)
   call i32 @pthread_mutex_lock(ptr @pool_m)
   store i64 0, ptr @pool_open
@@ -392,6 +488,17 @@ _LIBC_SYMBOLS = (
     "clock_gettime",
 )
 
+
+def pool_ir(provided: set[str] | frozenset[str] = frozenset(SCHEDULER_CALLS)) -> str:
+    """The pool's LLVM IR, declaring the scheduler calls of :data:`SCHEDULER_CALLS` the process ``provided`` and
+    defining the others as stubs that fail."""
+    parts = [
+        f"declare {sig}" if name in provided else f"define internal {sig} {{\n  {stub}\n}}"
+        for name, (sig, stub) in SCHEDULER_CALLS.items()
+    ]
+    return _POOL_IR.replace("{AFFINITY_DECLS}", "\n".join(parts))
+
+
 _lock = threading.Lock()
 _pool: JitFunction | None = None
 _init_fn: ctypes._CFuncPtr | None = None  # type: ignore[name-defined]
@@ -425,7 +532,14 @@ def ensure_pool() -> None:
             except AttributeError:
                 raise JitError(f"the thread pool needs {name}, which this process does not provide") from None
             register_symbol(name, address or 0)
-        jit = cached_runtime("fuse-pool 3", _POOL_IR, "fuse_parallel_for", ctypes.CFUNCTYPE(ctypes.c_int32))
+        found: set[str] = set()
+        for name in SCHEDULER_CALLS:
+            fn = getattr(process, name, None)
+            address = ctypes.cast(fn, ctypes.c_void_p).value if fn is not None else None
+            if address:
+                register_symbol(name, address)
+                found.add(name)
+        jit = cached_runtime("fuse-pool 4", pool_ir(found), "fuse_parallel_for", ctypes.CFUNCTYPE(ctypes.c_int32))
         void = ctypes.CFUNCTYPE(None)
         _init_fn = void(jit.engine.get_function_address("fuse_pool_init"))
         _workers_fn = ctypes.CFUNCTYPE(ctypes.c_int64)(jit.engine.get_function_address("fuse_pool_workers"))
