@@ -10,9 +10,14 @@ implementation (``settle``): the worker threads the previous implementation
 leaves spinning (numba's, torch's OpenMP pool, OpenBLAS) take cores for
 5–20 ms after its call, which slowed the next one by up to 45% (measured:
 fuse's row logsumexp 9.5 ms alone, 13.5–14 ms right after numba or
-torch.compile, 9.5–9.8 ms after one settling call). That cross-library cost
-is real but not the kernel's speed; ``python -m benchmarks.neighbours``
-reports it on its own.
+torch.compile, 9.5–9.8 ms after one settling call). One call is not always
+long enough: Numba's OpenMP threads burn 8–10 ms of CPU after each call, so
+fuse's row variance, a 4 ms call, still ran at 5.5 ms after its settling call
+and at 4.3 ms after the process had gone quiet (float32 gather: 7.2 and
+5.4 ms). So with ``quiet`` (the report's default) each settling call waits
+first until no thread of the process is busy (:func:`wait_quiet`). That
+cross-library cost is real but not the kernel's speed; ``python -m
+benchmarks.neighbours`` reports it on its own.
 """
 
 from __future__ import annotations
@@ -98,12 +103,33 @@ class CompileResult:
     warm_s: float  # Program(src) + lower + compile_program(cache=True), a cache hit
 
 
+QUIET_WINDOW_S = 2e-3
+"""The window :func:`wait_quiet` samples the process's CPU time over."""
+
+QUIET_MAX_S = 0.2
+"""The longest :func:`wait_quiet` waits (a thread that never parks does not stall the benchmark)."""
+
+
+def wait_quiet(window_s: float = QUIET_WINDOW_S, max_s: float = QUIET_MAX_S) -> float:
+    """Sleep until a window of ``window_s`` passes in which the process's threads, together, used under a
+    fifth of one CPU (other libraries' worker threads have stopped spinning), or ``max_s`` has passed; the
+    seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < max_s:
+        cpu = time.process_time()
+        time.sleep(window_s)
+        if time.process_time() - cpu < 0.2 * window_s:
+            break
+    return time.perf_counter() - start
+
+
 def time_side_by_side(
     prepared: dict[str, Prepared], budget: Budget, seed: int = 0, settle: bool = True
 ) -> dict[str, float]:
     """Median seconds per call of each prepared implementation, timed in interleaved shuffled rounds (with
-    ``settle``, each timed batch right after one untimed call of the same implementation)."""
-    return interleaved_medians({n: p.call for n, p in prepared.items()}, budget, seed, settle)
+    ``settle``, each timed batch right after one untimed call of the same implementation, made once the
+    process is quiet: :func:`wait_quiet`)."""
+    return interleaved_medians({n: p.call for n, p in prepared.items()}, budget, seed, settle, quiet=settle)
 
 
 def interleaved_medians(
@@ -112,8 +138,10 @@ def interleaved_medians(
     seed: int = 0,
     settle: bool = True,
     clock: Callable[[], float] = time.perf_counter,
+    quiet: bool = False,
 ) -> dict[str, float]:
-    """:func:`time_side_by_side` for bare calls (``clock``: the timer, wall time by default)."""
+    """:func:`time_side_by_side` for bare calls (``clock``: the timer, wall time by default; ``quiet``: each
+    settling call waits for the process to go quiet first)."""
     if not calls:
         return {}
     estimate: dict[str, float] = {}
@@ -135,6 +163,8 @@ def interleaved_medians(
             for name in order:
                 call, k = calls[name], inner[name]
                 if settle:
+                    if quiet:
+                        wait_quiet()
                     call()
                 t0 = clock()
                 for _ in range(k):

@@ -5,8 +5,8 @@ float64,float32``, ``--impls fuse-llvm,numpy,...``, ``--small`` (the
 workloads' small inputs: a smoke run, nothing written), ``--output PATH``
 (default ``benchmarks/RESULTS.md``), ``--no-write``, ``--no-settle`` (time
 each batch right after whatever ran before it, neighbours' spinning threads
-included; by default one untimed call of the same implementation comes
-first, see :mod:`benchmarks.measure`).
+included; by default the process first goes quiet, then one untimed call of
+the same implementation comes, see :mod:`benchmarks.measure`).
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, when set, are removed for this
 command only (they slow current NumPy's OpenBLAS), and OPENBLAS_THREAD_TIMEOUT
@@ -148,9 +148,9 @@ def render(
         "## Run time",
         "",
         "Median milliseconds per call (lower is better), every implementation in the same process, timed in "
-        "interleaved shuffled rounds, each timed batch after one untimed call of the same implementation (so "
-        "the previous one's spinning worker threads have parked; `python -m benchmarks.neighbours` measures that "
-        "cost) unless the mode says otherwise. **best peer / fuse** > 1 means fuse-llvm is faster than the "
+        "interleaved shuffled rounds, each timed batch after a wait until no thread of the process is busy and "
+        "one untimed call of the same implementation (so the previous one's spinning worker threads have parked; "
+        "`python -m benchmarks.neighbours` measures that cost) unless the mode says otherwise. **best peer / fuse** > 1 means fuse-llvm is faster than the "
         "fastest peer. "
         "`n/a`: peer not available here; `wrong`: answer differs from the NumPy formula (not timed).",
         "",
@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (
             "; no settling call (each batch right after the previous implementation)"
             if args.no_settle
-            else "; each timed batch after one untimed call of the same implementation"
+            else "; each timed batch after the process went quiet and one untimed call of the same implementation"
         ),
         "load average (1 min) before / after": f"{load_before[0]:.2f} / {load_after[0]:.2f}",
         "machine limits (measured by this run)": limits.describe(),
