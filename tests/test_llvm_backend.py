@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -282,6 +283,47 @@ def test_reassoc_only_on_reduction_and_not_strict() -> None:
     m = elementwise_module(F64, 1)
     lower_module(m)
     assert "reassoc" not in emit_llvm_ir(m)
+
+
+CONTRACT_MODULE = Path(__file__).parent / "lit" / "conversions" / "loop-to-llvm-contract.mlir"
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_products_fused_into_reductions(strict: bool) -> None:
+    """An accumulating add or sub and the product only it uses get ``contract`` (one fma); a product that is
+    also stored does not, nor anything with ``strict``. The values: a dot product, a sum of negated squares
+    and a sum of stored squares per row, against NumPy (the fused products round once, not twice)."""
+    from fuse_mlir.ir import parse_mlir
+
+    text = CONTRACT_MODULE.read_text()
+    m = parse_mlir(text)
+    LowerLoopToLLVM(strict=strict).apply(None, m)  # type: ignore[arg-type]
+    ir = emit_llvm_ir(m)
+    contracted = [line for line in ir.splitlines() if " contract " in line]
+    if strict:
+        assert not contracted and "reassoc" not in ir
+    else:
+        assert sum("fmul contract double" in line for line in contracted) == 2, contracted
+        assert sum("fadd reassoc contract double" in line for line in contracted) == 1, contracted
+        assert sum("fsub reassoc contract double" in line for line in contracted) == 1, contracted
+        assert len(contracted) == 4, contracted
+        asm = emit_assembly(ir)
+        if platform.machine() in ("x86_64", "AMD64") and "vfmadd" in emit_assembly(_FMA_PROBE):
+            assert "vfmadd" in asm or "vfnmadd" in asm
+    kernel = NativeKernel(parse_mlir(text), strict=strict)
+    x, y = RNG.standard_normal((5, 300)), RNG.standard_normal((5, 300))
+    d, p = kernel([x, y])
+    np.testing.assert_allclose(d, (x * y).sum(1) - (x * x).sum(1) + (y * y).sum(1), rtol=1e-12, atol=1e-12)
+    assert np.array_equal(p, y * y)
+
+
+_FMA_PROBE = """
+define double @probe(double %a, double %b, double %c) {
+  %m = fmul contract double %a, %b
+  %s = fadd contract double %m, %c
+  ret double %s
+}
+"""
 
 
 def test_sum_reduction_vectorises() -> None:

@@ -98,6 +98,7 @@ class Shared:
     shared_allocs: frozenset[int] = frozenset()  # alloc ids bound to donated inputs (fuse.reuse): may alias
     streaming_min_bytes: int = 0  # > 0: marked stores stream into buffers of at least this size (streaming.py)
     allocs: int = 0  # loop.alloc ops lowered so far, in walk order (their default ids)
+    contracted: set[Operation] = field(default_factory=set)  # reduction adds and their products: may fuse to fma
 
 
 class FunctionBuilder:
@@ -338,6 +339,8 @@ class FunctionBuilder:
         out: set[FastMathFlag] = set(fm.data) if fm is not None else set()  # type: ignore[attr-defined]
         if op in self.reductions:
             out.add(FastMathFlag.REASSOC)
+        if op in self.shared.contracted:
+            out.add(FastMathFlag.ALLOW_CONTRACT)
         return frozenset(out)
 
     # ---- the function
