@@ -227,8 +227,9 @@ def test_idle_pool_threads_stop_polling():
 def test_woken_worker_leaves_the_callers_cpu():
     """A worker woken for a region on the CPU its caller runs on moves to another allowed CPU, and keeps its
     CPU mask. With the calling thread pinned to one CPU and pauses long enough for the worker to sleep, the
-    worker last ran on another CPU after every region (before the fix: on the caller's after about half of
-    them, and the region ran on one core). In a fresh interpreter: the pool's worker is found as the one
+    worker last ran on another CPU after all but a few regions (0 of 20 on a quiet machine; a worker that
+    wakes too late to join may still sit there on a loaded one) where before the fix it sat on the caller's
+    after about half of them, and the region ran on one core. In a fresh interpreter: the pool's worker is found as the one
     thread the first parallel call starts."""
     code = (
         "import os, time, numpy as np\n"
@@ -250,7 +251,7 @@ def test_woken_worker_leaves_the_callers_cpu():
     )
     same_mask, on_caller = fresh_python(code).split()[-2:]
     assert same_mask == "True"
-    assert int(on_caller) <= 2, on_caller
+    assert int(on_caller) <= 5, on_caller  # before the fix: 10-12 of 20
 
 
 def test_spin_settings(monkeypatch):
