@@ -151,6 +151,7 @@ entry:
   store i64 0, ptr @pool_active
   store i64 0, ptr @pool_busy
   store i64 0, ptr @pool_open
+  store i64 0, ptr @pool_sleepers
   ret void
 }}
 
