@@ -32,8 +32,9 @@ its ``loop.yield`` get ``reassoc`` (what lets LLVM vectorise the reduction);
 where such an add or sub takes a product computed only for it (``acc + d*d``,
 ``acc + a*b``), both also get ``contract``, so LLVM may fuse them into one fma
 (:func:`contracted_ops`: one rounding instead of two, and one instruction on
-the accumulator's chain instead of two: row variance's second pass, float32,
-2.9 -> 2.6 ms per call on one core). The fused form differs from the
+the accumulator's chain instead of two: row variance of 4096 x 4096 float32 on
+one core, 2.46-2.59 -> 2.08-2.21 ms per call, level with Numba's fastmath
+kernel, which already used fma). The fused form differs from the
 two-rounding one by at most half an ulp of the product, inside the
 reassociation the reduction already allows. Fast-math flags already on
 ``arith``/``math`` ops are kept. With ``strict=true`` no fast-math flag is
