@@ -4,9 +4,12 @@ Three bounds, the largest wins:
 
 - memory: bytes moved (every input read once, the output written once)
   / 33.6 GB/s (read+write, 2 threads), or / 36.2 GB/s when the output is
-  under 1% of the bytes (read-only streaming);
+  under 1% of the bytes (read-only streaming); the report divides by the
+  bandwidth it measured in the same rounds as the workload instead
+  (:func:`benchmarks.limits.bandwidth_probe`);
 - exp: number of exp evaluations × XLA's vector exp per element per core
-  (0.92 ns float64, 0.28 ns float32) / 2 cores;
+  (0.92 ns float64, 0.28 ns float32) / 2 cores (the report: the measured
+  exp, refreshed in the workload's rounds like the bandwidth);
 - BLAS: matrix-product flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32);
 - random reads: gathered elements × the fastest random read per element per
   core measured here (``benchmarks.limits``) / cores (the gather workload;
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.limits import Limits
+from benchmarks.limits import Limits, Probe, bandwidth_probe, exp_probe, gather_probe
 
 MEM_RW_GBPS = 33.6
 MEM_RO_GBPS = 36.2
@@ -33,21 +36,41 @@ GEMM_GFLOPS = {"float64": 84.0, "float32": 187.0}
 
 FORMULAS = (
     "memory: (input bytes + output bytes) / read+write bandwidth, or / read-only bandwidth when the output is < 1% "
-    "of the bytes moved (both measured by this run, see the machine limits above)",
-    "exp: n_exp × t_exp / cores, t_exp the fastest vectorised exp per element per core measured by this run",
+    "of the bytes moved; the bandwidth (in the bound column) is the higher of the header's and a streaming probe's "
+    "timed in the same interleaved rounds as the workload (fuse_mlir's copy `Y[i] = X[i] + 1` or sum `S = X[i]` on "
+    "all cores over as many bytes), since this machine's bandwidth drifts during a run",
+    "exp: n_exp × t_exp / cores, t_exp the fastest vectorised exp per element per core measured by this run "
+    "(the header's, or fuse_mlir's one-thread exp on a cache-resident array timed in the workload's rounds)",
     "BLAS: 2·M·K·N flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32) (OpenBLAS GEMM, 2 threads)",
     "random reads: n_gathered × t_read / cores, t_read the fastest random read from a 1M-element table per element "
-    "per core measured by this run (index read included)",
+    "per core measured by this run (index read included; the header's, or fuse_mlir's one-thread gather timed in "
+    "the workload's rounds)",
     "bound = the largest of those that apply; % of bound = bound / fuse-llvm median time",
 )
 
 
 @dataclass(frozen=True)
 class Bound:
-    """A lower bound on run time and which limit sets it."""
+    """A lower bound on run time, which limit sets it, and that limit's figure (``detail``: "32.7 GB/s")."""
 
     seconds: float
     kind: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The bytes a workload must move at least, and whether they are (almost) all reads."""
+
+    nbytes: int
+    read_only: bool
+
+
+def traffic(inputs: dict[str, np.ndarray], output: np.ndarray) -> Traffic:
+    """Every input read once and the output written once; read-only when the output is < 1% of the bytes."""
+    read = sum(int(v.nbytes) for v in inputs.values())
+    written = int(np.asarray(output).nbytes) if np.ndim(output) else 0
+    return Traffic(read + written, written < 0.01 * (read + written))
 
 
 def _n_exp(name: str, inputs: dict[str, np.ndarray]) -> int:
@@ -82,16 +105,33 @@ def bound(
         return None
     rw, ro = (limits.rw_gbps, limits.ro_gbps) if limits else (MEM_RW_GBPS, MEM_RO_GBPS)
     exp_ns, cores = (limits.exp_ns[dtype], limits.cores) if limits else (EXP_NS[dtype], CORES)
-    read = sum(int(v.nbytes) for v in inputs.values())
-    written = int(np.asarray(output).nbytes) if np.ndim(output) else 0
-    gbps = ro if written < 0.01 * (read + written) else rw
-    candidates = [Bound((read + written) / (gbps * 1e9), "memory")]
+    moved = traffic(inputs, output)
+    gbps = ro if moved.read_only else rw
+    candidates = [Bound(moved.nbytes / (gbps * 1e9), "memory", f"{gbps:.1f} GB/s")]
     n_exp = _n_exp(name, inputs)
     if n_exp:
-        candidates.append(Bound(n_exp * exp_ns * 1e-9 / cores, "exp"))
+        candidates.append(Bound(n_exp * exp_ns * 1e-9 / cores, "exp", f"{exp_ns:.2f} ns/exp"))
     if name == "gather_sum" and limits:  # no reference constant: only a measured random-read limit counts
-        candidates.append(Bound(int(inputs["Idx"].size) * limits.gather_ns[dtype] * 1e-9 / cores, "random reads"))
+        t_read = limits.gather_ns[dtype]
+        candidates.append(
+            Bound(int(inputs["Idx"].size) * t_read * 1e-9 / cores, "random reads", f"{t_read:.2f} ns/read")
+        )
     flops = _gemm_flops(name, inputs)
     if flops:
-        candidates.append(Bound(flops / (GEMM_GFLOPS[dtype] * 1e9), "BLAS"))
+        candidates.append(Bound(flops / (GEMM_GFLOPS[dtype] * 1e9), "BLAS", f"{GEMM_GFLOPS[dtype]:.0f} GFLOP/s"))
     return max(candidates, key=lambda b: b.seconds)
+
+
+def probes(name: str, inputs: dict[str, np.ndarray], output: np.ndarray, dtype: str, n_cores: int) -> list[Probe]:
+    """Calls measuring each measured limit workload ``name``'s bound uses, to time in the workload's own rounds
+    (:func:`benchmarks.limits.bandwidth_probe` over as many bytes, the exp and random-read probes where they
+    count); the machine's speed drifts during a run, and a bound is what the machine did beside the workload."""
+    if name in _NO_BOUND:
+        return []
+    moved = traffic(inputs, output)
+    found: list[Probe | None] = [bandwidth_probe(moved.nbytes, moved.read_only, n_cores)]
+    if _n_exp(name, inputs):
+        found.append(exp_probe(dtype))
+    if name == "gather_sum":
+        found.append(gather_probe(dtype))
+    return [p for p in found if p is not None]

@@ -10,7 +10,8 @@ exp counts by exp throughput; these numbers come from this machine, now
   on all cores (whose stores stream past the caches, without the
   read-for-ownership of each output line an ordinary store pays); bytes read
   plus written over the best time of the two;
-- read-only bandwidth: every core sums its share (``np.add.reduce``);
+- read-only bandwidth: every core sums its share (``np.add.reduce``), and
+  fuse_mlir's sum ``S = X[i]`` on all cores; bytes read over the best time;
 - exp throughput per core: the fastest vectorised exp available here (NumPy's,
   and fuse_mlir's own expansion on one thread) on a cache-resident array,
   nanoseconds per element, best of several runs;
@@ -22,6 +23,13 @@ exp counts by exp throughput; these numbers come from this machine, now
   the gather's bound counts it.
 
 Each is the best of its repeats (a limit, not a typical time).
+
+This VM's bandwidth drifts during a run (fuse_mlir's sum over 512 MB on two
+cores: 51 GB/s in one run, 33–35 GB/s a minute later), so a bandwidth taken
+once at the start can be exceeded by a workload timed later (150% "of the
+bound" in one report). The report therefore also times a streaming probe
+(:func:`bandwidth_probe`) in each workload's own interleaved rounds and
+divides by the higher of the two.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -71,6 +79,96 @@ def _best(f: Callable[[], object], repeats: int) -> float:
     return best
 
 
+COPY_SRC = "Y[i] = X[i] + 1.0\nexport Y"
+"""The read+write probe: its stores stream past the caches (no read-for-ownership), as the workloads' outputs do."""
+
+SUM_SRC = "S = X[i]\nexport S"
+"""The read-only probe: a sum, faster than ``np.add.reduce`` here (its pairwise blocks; 33–35 against 31 GB/s)."""
+
+EXP_SRC = "Y[i] = exp(X[i])\nexport Y"
+"""The exp probe: fuse_mlir's vectorised exp on one thread, over a cache-resident array."""
+
+GATHER_SRC = "S = X[Idx[n]]\nexport S"
+"""The random-read probe: fuse_mlir's gather from a table of :data:`GATHER_TABLE` elements on one thread."""
+
+EXP_N = 1 << 15
+"""Elements the exp limit evaluates per call (256 KiB of float64: resident in L2, so exp's arithmetic is the limit)."""
+
+GATHER_TABLE = 1 << 20
+"""Elements in the table the random-read limit gathers from (the ``gather_sum`` workload's)."""
+
+GATHER_N = 1 << 21
+"""Positions the random-read limit gathers per call."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A call measuring one limit, and how a time of it tightens :class:`Limits` (``apply``: the limits with
+    the better of their own figure and this call's)."""
+
+    call: Callable[[], object]
+    apply: Callable[[Limits, float], Limits]
+
+
+def _fuse_call(src: str, inputs: dict[str, np.ndarray], threads: int) -> Callable[[], object] | None:
+    """fuse_mlir's compiled ``src`` on ``inputs`` (warmed up), or None where it cannot compile here."""
+    try:
+        from fuse_mlir import Program
+
+        run = Program(src).compile("llvm", threads=threads, reuse_outputs=True)
+        run(**inputs)
+    except Exception:  # noqa: BLE001 (the callers fall back to NumPy's measurement)
+        return None
+    return lambda: run(**inputs)
+
+
+def bandwidth_probe(nbytes: int, read_only: bool, n_cores: int | None = None) -> Probe:
+    """A streaming call over about ``nbytes`` (so it sees the same caches as a workload of that size):
+    fuse_mlir's sum (read-only) or copy (read+write, half the bytes read and half written) on ``n_cores``
+    threads, NumPy's on one thread where fuse_mlir cannot compile (a slower probe leaves the limits as
+    they were)."""
+    src = np.ones(max(nbytes // (8 if read_only else 16), 1))
+    moved = src.nbytes * (1 if read_only else 2)
+    call = _fuse_call(SUM_SRC if read_only else COPY_SRC, {"X": src}, n_cores or cores())
+    if call is None:
+        dst = np.zeros_like(src)
+        call = (lambda: np.add.reduce(src)) if read_only else (lambda: np.copyto(dst, src))
+
+    def apply(limits: Limits, seconds: float) -> Limits:
+        gbps = moved / seconds / 1e9
+        if read_only:
+            return replace(limits, ro_gbps=max(limits.ro_gbps, gbps))
+        return replace(limits, rw_gbps=max(limits.rw_gbps, gbps))
+
+    return Probe(call, apply)
+
+
+def _per_element(field: str, dtype: str, n: int) -> Callable[[Limits, float], Limits]:
+    def apply(limits: Limits, seconds: float) -> Limits:
+        table: dict[str, float] = getattr(limits, field)
+        return replace(limits, **{field: {**table, dtype: min(table[dtype], seconds / n * 1e9)}})
+
+    return apply
+
+
+def exp_probe(dtype: str) -> Probe | None:
+    """fuse_mlir's exp on one thread over :data:`EXP_N` cache-resident elements (None: it cannot compile)."""
+    x = np.random.default_rng(0).uniform(-5, 5, EXP_N).astype(dtype)
+    call = _fuse_call(EXP_SRC, {"X": x}, 1)
+    return Probe(call, _per_element("exp_ns", dtype, EXP_N)) if call else None
+
+
+def _gather_inputs(dtype: str) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    return {"X": rng.standard_normal(GATHER_TABLE).astype(dtype), "Idx": rng.integers(0, GATHER_TABLE, GATHER_N)}
+
+
+def gather_probe(dtype: str) -> Probe | None:
+    """fuse_mlir's gather of :data:`GATHER_N` random positions on one thread (None: it cannot compile)."""
+    call = _fuse_call(GATHER_SRC, _gather_inputs(dtype), 1)
+    return Probe(call, _per_element("gather_ns", dtype, GATHER_N)) if call else None
+
+
 def _bandwidth(n_cores: int, nbytes: int, repeats: int) -> tuple[float, float]:
     n = nbytes // 8
     src = np.ones(n)
@@ -87,58 +185,31 @@ def _bandwidth(n_cores: int, nbytes: int, repeats: int) -> tuple[float, float]:
 
         t_copy = _best(copy, repeats)
         t_read = _best(read, repeats)
-    try:
-        from fuse_mlir import Program
-
-        run = Program("Y[i] = X[i] + 1.0\nexport Y").compile("llvm", threads=n_cores, reuse_outputs=True)
-        run(X=src)
-        t_copy = min(t_copy, _best(lambda: run(X=src), repeats))
-    except Exception:  # noqa: BLE001 (NumPy's copy alone is still a measurement)
-        pass
-    return 2 * src.nbytes / t_copy / 1e9, src.nbytes / t_read / 1e9
+    limits = Limits(n_cores, 2 * src.nbytes / t_copy / 1e9, src.nbytes / t_read / 1e9, {}, {})
+    for read_only in (False, True):
+        probe = bandwidth_probe(src.nbytes * (1 if read_only else 2), read_only, n_cores)
+        limits = probe.apply(limits, _best(probe.call, repeats))
+    return limits.rw_gbps, limits.ro_gbps
 
 
-def _fastest_ns(
-    n: int,
-    numpy_call: Callable[[], object],
-    src: str,
-    inputs: dict[str, np.ndarray],
-    repeats: int,
-    reuse_outputs: bool = False,
-) -> float:
-    """Nanoseconds per element of the faster of ``numpy_call`` and the fuse program ``src`` on one thread."""
+def _fastest_ns(n: int, numpy_call: Callable[[], object], probe: Probe | None, repeats: int) -> float:
+    """Nanoseconds per element of the faster of ``numpy_call`` and the fuse probe (one thread)."""
     times = [_best(numpy_call, repeats)]
-    try:
-        from fuse_mlir import Program
-
-        run = Program(src).compile("llvm", threads=1, reuse_outputs=reuse_outputs)
-        run(**inputs)
-        times.append(_best(lambda: run(**inputs), repeats))
-    except Exception:  # noqa: BLE001 (a limit from NumPy alone is still a measurement)
-        pass
+    if probe is not None:
+        times.append(_best(probe.call, repeats))
     return min(times) / n * 1e9
 
 
 def _exp_ns(dtype: str, repeats: int) -> float:
-    n = 1 << 15  # 256 KiB of float64: resident in L2, so exp's arithmetic is the limit
-    x = np.random.default_rng(0).uniform(-5, 5, n).astype(dtype)
+    x = np.random.default_rng(0).uniform(-5, 5, EXP_N).astype(dtype)
     out = np.empty_like(x)
-    src = "Y[i] = exp(X[i])\nexport Y"
-    return _fastest_ns(n, lambda: np.exp(x, out=out), src, {"X": x}, repeats, reuse_outputs=True)
-
-
-GATHER_TABLE = 1 << 20
-"""Elements in the table the random-read limit gathers from (the ``gather_sum`` workload's)."""
+    return _fastest_ns(EXP_N, lambda: np.exp(x, out=out), exp_probe(dtype), repeats)
 
 
 def _gather_ns(dtype: str, repeats: int) -> float:
-    n = 1 << 21
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(GATHER_TABLE).astype(dtype)
-    idx = rng.integers(0, GATHER_TABLE, n)
-    out = np.empty(n, dtype)
-    src = "S = X[Idx[n]]\nexport S"
-    return _fastest_ns(n, lambda: np.take(x, idx, out=out), src, {"X": x, "Idx": idx}, repeats)
+    inputs = _gather_inputs(dtype)
+    out = np.empty(GATHER_N, dtype)
+    return _fastest_ns(GATHER_N, lambda: np.take(inputs["X"], inputs["Idx"], out=out), gather_probe(dtype), repeats)
 
 
 def measure(quick: bool = False) -> Limits:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from benchmarks.bounds import Bound, bound
+from benchmarks.bounds import Bound, bound, probes
 from benchmarks.limits import Limits
 from benchmarks.peers import (
     IMPLEMENTATIONS,
@@ -123,15 +123,6 @@ def wait_quiet(window_s: float = QUIET_WINDOW_S, max_s: float = QUIET_MAX_S) -> 
     return time.perf_counter() - start
 
 
-def time_side_by_side(
-    prepared: dict[str, Prepared], budget: Budget, seed: int = 0, settle: bool = True
-) -> dict[str, float]:
-    """Median seconds per call of each prepared implementation, timed in interleaved shuffled rounds (with
-    ``settle``, each timed batch right after one untimed call of the same implementation, made once the
-    process is quiet: :func:`wait_quiet`)."""
-    return interleaved_medians({n: p.call for n, p in prepared.items()}, budget, seed, settle, quiet=settle)
-
-
 def interleaved_medians(
     calls: dict[str, Callable[[], object]],
     budget: Budget,
@@ -140,8 +131,9 @@ def interleaved_medians(
     clock: Callable[[], float] = time.perf_counter,
     quiet: bool = False,
 ) -> dict[str, float]:
-    """:func:`time_side_by_side` for bare calls (``clock``: the timer, wall time by default; ``quiet``: each
-    settling call waits for the process to go quiet first)."""
+    """Median seconds per call of each of ``calls``, timed in interleaved shuffled rounds (with ``settle``,
+    each timed batch right after one untimed call of the same one; with ``quiet``, that settling call waits
+    first until the process is quiet, :func:`wait_quiet`; ``clock``: the timer, wall time by default)."""
     if not calls:
         return {}
     estimate: dict[str, float] = {}
@@ -176,6 +168,10 @@ def interleaved_medians(
     return {n: float(np.median(s)) for n, s in samples.items()}
 
 
+PROBE = "(limit probe)"
+"""The limit probes' name among the timed calls (not implementations: never in the results)."""
+
+
 def measure_workload(
     workload: Workload,
     dtype: str,
@@ -186,8 +182,14 @@ def measure_workload(
     limits: Limits | None = None,
     settle: bool = True,
 ) -> WorkloadResult:
-    """Prepare, check and time every implementation on one workload and dtype (``settle``: see
-    :func:`time_side_by_side`)."""
+    """Prepare, check and time every implementation on one workload and dtype (``settle``: each timed batch
+    after the process went quiet and one untimed call, see :func:`interleaved_medians`).
+
+    With measured ``limits``, the probes of the limits the workload's bound uses (:func:`benchmarks.bounds.probes`:
+    a bandwidth probe moving as many bytes, the exp and random-read probes) are timed in the same
+    interleaved rounds, and the bound takes the better of each probe's figure and the limits': the
+    machine's speed drifts during a run, and a bound is what the machine did, not what it did minutes
+    earlier."""
     inputs = make_inputs(workload, dtype, small)
     want = reference(workload, inputs)
     result = WorkloadResult(workload.name, dtype)
@@ -207,10 +209,17 @@ def measure_workload(
             r.first_call_s = p.first_call_seconds
         if r.status != "ok":
             log(f"  {impl}: {r.status}: {r.note}")
-    medians = time_side_by_side(prepared, budget, settle=settle)
+    output = np.empty(want.shape, dtype=dtype)
+    calls = {n: p.call for n, p in prepared.items()}
+    limit_probes = probes(workload.name, inputs, output, dtype, limits.cores) if limits and prepared else []
+    calls.update({f"{PROBE} {k}": p.call for k, p in enumerate(limit_probes)})
+    medians = interleaved_medians(calls, budget, settle=settle, quiet=settle)
+    for k, p in enumerate(limit_probes):
+        assert limits is not None
+        limits = p.apply(limits, medians.pop(f"{PROBE} {k}"))
     for impl, t in medians.items():
         result.impls[impl].median_s = t
-    result.bound = bound(workload.name, inputs, np.empty(want.shape, dtype=dtype), dtype, limits)
+    result.bound = bound(workload.name, inputs, output, dtype, limits)
     return result
 
 

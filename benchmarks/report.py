@@ -91,7 +91,7 @@ def runtime_table(results: Sequence[WorkloadResult], impls: Sequence[str]) -> li
         best = min(peers, key=lambda r: r.median_s or 0.0) if peers else None
         ratio = f"**{best.median_s / fuse_t:.2f}**" if best and best.median_s and fuse_t else "—"
         b = res.bound
-        bound_txt = f"{b.seconds * 1e3:.3g} ({b.kind})" if b else "—"
+        bound_txt = f"{b.seconds * 1e3:.3g} ({b.kind}, {b.detail})" if b else "—"
         share = f"{100 * b.seconds / fuse_t:.0f}%" if b and fuse_t else "—"
         cells = [_cell(res.impls[i]) if i in res.impls else "—" for i in impls]
         lines.append(
@@ -156,7 +156,8 @@ def render(
         "",
         *runtime_table(results, impls),
         "",
-        "Bounds (from the machine limits this run measured, in the header):",
+        "Bounds (from the machine limits this run measured: the better of the header's and a probe's timed in "
+        "each workload's own rounds, shown in the bound column):",
         "",
         *[f"- {f}" for f in FORMULAS],
         "",

@@ -1,11 +1,24 @@
-"""The report's timing helpers (benchmarks/measure.py): waiting for a quiet process before a settling call."""
+"""The report's timing helpers (benchmarks/measure.py): waiting for a quiet process before a settling call, and
+the limit probes timed beside each workload (benchmarks/limits.py, benchmarks/bounds.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from benchmarks.measure import QUICK, interleaved_medians, wait_quiet
+import numpy as np
+import pytest
+
+from benchmarks.bounds import bound, probes
+from benchmarks.limits import Limits, bandwidth_probe
+from benchmarks.measure import PROBE, QUICK, interleaved_medians, measure_workload, wait_quiet
+from benchmarks.workloads import BY_NAME
+
+SLOW = Limits(2, 1e-3, 1e-3, {"float64": 1e6, "float32": 1e6}, {"float64": 1e6, "float32": 1e6})
+"""Limits far below any machine's: every probe's figure beats them."""
+
+FAST = Limits(2, 1e6, 1e6, {"float64": 1e-6, "float32": 1e-6}, {"float64": 1e-6, "float32": 1e-6})
+"""Limits far above any machine's: no probe's figure beats them."""
 
 
 def test_wait_quiet_returns_at_once_on_an_idle_process():
@@ -57,3 +70,49 @@ def test_interleaved_medians_with_a_quiet_wait():
     med = interleaved_medians({k: call(k) for k in counts}, QUICK, settle=True, quiet=True)
     assert set(med) == {"a", "b"} and all(0.002 < v < 0.05 for v in med.values()), med
     assert counts["a"] >= 2 * QUICK.min_rounds and counts["b"] >= 2 * QUICK.min_rounds
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_bandwidth_probe_only_raises_the_bandwidth(read_only: bool) -> None:
+    """The probe moves the bytes asked for (half read, half written for read+write), and folding a time into
+    the limits keeps the better bandwidth: a bound is what the machine did at its best."""
+    probe = bandwidth_probe(1 << 20, read_only, 2)
+    probe.call()
+    slow = probe.apply(SLOW, 1e-3)  # 1 MiB in 1 ms
+    got = slow.ro_gbps if read_only else slow.rw_gbps
+    assert got == pytest.approx((1 << 20) / 1e-3 / 1e9)
+    assert (slow.rw_gbps if read_only else slow.ro_gbps) == 1e-3  # the other bandwidth is untouched
+    assert probe.apply(FAST, 1e-3) == FAST
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [("exp_mul_add", 2), ("sum_exp_mul_add", 2), ("gather_sum", 2), ("row_variance", 1), ("call_overhead", 0)],
+)
+def test_probes_cover_the_limits_a_bound_uses(name: str, kinds: int) -> None:
+    """Memory for every bounded workload, exp where it counts exps, random reads for the gather; none where
+    the workload has no bound."""
+    from benchmarks.peers import make_inputs, reference
+
+    inputs = make_inputs(BY_NAME[name], "float64", small=True)
+    out = np.asarray(reference(BY_NAME[name], inputs))
+    found = probes(name, inputs, out, "float64", 2)
+    assert len(found) == kinds
+    for p in found:
+        p.call()
+        tightened = p.apply(SLOW, 1e-3)
+        b_slow, b_new = bound(name, inputs, out, "float64", SLOW), bound(name, inputs, out, "float64", tightened)
+        assert b_slow is not None and b_new is not None and b_new.seconds <= b_slow.seconds
+
+
+def test_measure_workload_bounds_with_the_probes_of_its_rounds() -> None:
+    """With limits no machine reaches down to, the bound comes from the probes timed in the workload's rounds
+    (a sane figure in its detail); the probes are not results. With limits above any machine, the limits stay."""
+    w = BY_NAME["sum_exp_mul_add"]
+    res = measure_workload(w, "float64", ("fuse-llvm", "numpy"), QUICK, small=True, log=lambda _: None, limits=SLOW)
+    assert set(res.impls) == {"fuse-llvm", "numpy"} and not any(k.startswith(PROBE) for k in res.impls)
+    assert res.bound is not None and res.bound.kind == "memory"
+    gbps = float(res.bound.detail.split()[0])
+    assert 0.01 < gbps < 1e5, res.bound
+    res = measure_workload(w, "float64", ("fuse-llvm",), QUICK, small=True, log=lambda _: None, limits=FAST)
+    assert res.bound is not None and res.bound.detail == "1000000.0 GB/s", res.bound
