@@ -22,6 +22,8 @@ alike rather than on whichever permutation ran at the time.
 
 ``--quick`` uses small extents, one index naming and short timing; ``--write``
 puts the table into ``benchmarks/RESULTS.md`` (section "Contractions").
+Run as a command, it first fixes OpenBLAS's environment as the report does
+(:mod:`benchmarks.blas_env`; the table's header says which).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.blas_env import describe as describe_blas_env
+from benchmarks.blas_env import reexec
 from benchmarks.measure import Budget, interleaved_medians
 from benchmarks.results_md import write_sections
 
@@ -302,6 +307,7 @@ def table(rows: list[Row], overhead: dict[str, float], quick: bool, cpu: bool = 
     flags = (" --quick" if quick else "") + (" --cpu-time" if cpu else "")
     lines = [
         f"Command: `python -m benchmarks.contractions{flags}`; load average (1 min) {load:.2f}; "
+        f"OpenBLAS environment: {describe_blas_env()}; "
         f"{'process CPU time' if cpu else 'wall time'}; "
         f"{'quick: small extents, one index naming' if quick else 'full extents, two index namings'}; "
         "every permutation of the factors. Times in ms (median); worst/peer = fuse's slowest permutation over the "
@@ -372,4 +378,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    reexec("benchmarks.contractions", sys.argv[1:])  # OpenBLAS reads its environment when NumPy loads it
     main()

@@ -8,17 +8,9 @@ each batch right after whatever ran before it, neighbours' spinning threads
 included; by default the process first goes quiet, then one untimed call of
 the same implementation comes, see :mod:`benchmarks.measure`).
 
-OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, when set, are removed for this
-command only (they slow current NumPy's OpenBLAS), and OPENBLAS_THREAD_TIMEOUT
-is set to 4 unless the caller set it: the command re-executes itself so before
-NumPy is imported. Only the standard library is imported at module level for
-that reason. The thread timeout: an OpenBLAS worker spins for 2^timeout cycles
-after each call before it sleeps (default 2^28, about 0.1 s here), far longer
-than the settling call; a process with two OpenBLAS builds (NumPy's and
-SciPy's, which Numba's ``np.dot`` calls) then runs every GEMM against the other
-build's spinning threads, at half speed on 2 cores (contract3 float64: every
-BLAS implementation 11-14 ms in the report, 6.5 ms alone; 6.8-6.9 ms with the
-timeout at 4).
+OpenBLAS's environment is fixed first (:mod:`benchmarks.blas_env`: the
+command re-executes itself before NumPy is imported, so only the standard
+library is imported at module level).
 """
 
 from __future__ import annotations
@@ -31,36 +23,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchmarks.blas_env import describe as describe_blas_env
+from benchmarks.blas_env import reexec
 from benchmarks.results_md import write_sections
 
 if TYPE_CHECKING:
     from benchmarks.measure import CompileResult, WorkloadResult
 
-OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-OPENBLAS_TIMEOUT = ("OPENBLAS_THREAD_TIMEOUT", "4")
-"""Set for the report's process unless the caller set it (see the module docstring)."""
-_REEXEC_MARK = "_FUSE_BENCH_UNSET_OPENBLAS"
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "RESULTS.md"
 SECTIONS = ("Run time", "Compile time", "Notes")
 """The sections of RESULTS.md this report owns (with the title and header before them)."""
-
-
-def _reexec_with_openblas_env(argv: Sequence[str]) -> None:
-    """Re-run this command without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE and with :data:`OPENBLAS_TIMEOUT`
-    (no return when anything changes)."""
-    present = [k for k in OPENBLAS_VARS if k in os.environ]
-    timeout_name, timeout = OPENBLAS_TIMEOUT
-    if (not present and timeout_name in os.environ) or _REEXEC_MARK in os.environ:
-        return
-    if "numpy" in sys.modules:  # too late to change for this process: go on and say so in the report
-        return
-    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARS}
-    env.setdefault(timeout_name, timeout)
-    env[_REEXEC_MARK] = " ".join(f"{k}={os.environ[k]}" for k in present)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "benchmarks.report", *argv], env)
 
 
 def _fmt_ms(seconds: float | None) -> str:
@@ -179,7 +152,8 @@ def render(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the report; print it and write it to ``--output``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    _reexec_with_openblas_env(argv)
+    if "numpy" not in sys.modules:  # a caller that imported NumPy keeps its process (the header says so)
+        reexec("benchmarks.report", argv)
 
     from benchmarks.limits import measure as measure_limits
     from benchmarks.measure import FULL, QUICK, blas_info, machine, measure_compile, measure_workload
@@ -229,21 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_after = os.getloadavg()
 
     info = machine()
-    unset = os.environ.get(_REEXEC_MARK)
-    still = [f"{k}={os.environ[k]}" for k in OPENBLAS_VARS if k in os.environ]
     header = {
         "date": started.strftime("%Y-%m-%d %H:%M %Z"),
         "machine": f"{info['cpu']}; {info['cores']}",
         "versions": ", ".join(f"{k} {info[k]}" for k in ("python", "numpy", "numba", "jax", "torch", "llvmlite")),
         "BLAS": "; ".join(blas_info()),
-        "OpenBLAS environment": (
-            f"{unset} unset for this run"
-            if unset
-            else f"{' '.join(still)} still set (NumPy was imported first)"
-            if still
-            else "OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE not set"
-        )
-        + f"; {OPENBLAS_TIMEOUT[0]}={os.environ.get(OPENBLAS_TIMEOUT[0], 'not set (NumPy was imported first)')}",
+        "OpenBLAS environment": describe_blas_env(),
         "mode": ("quick" if args.quick else "full")
         + (" (small inputs)" if args.small else " (full sizes)")
         + f"; {budget.min_rounds}–{budget.max_rounds} rounds, ≈{budget.target_s:g} s per workload and dtype"
