@@ -116,3 +116,19 @@ def test_measure_workload_bounds_with_the_probes_of_its_rounds() -> None:
     assert 0.01 < gbps < 1e5, res.bound
     res = measure_workload(w, "float64", ("fuse-llvm",), QUICK, small=True, log=lambda _: None, limits=FAST)
     assert res.bound is not None and res.bound.detail == "1000000.0 GB/s", res.bound
+
+
+def test_report_smoke_names_each_bounds_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m benchmarks.report --quick --small``, two workloads: the table's bound column names the limit and
+    the figure it divided by (NumPy is imported here, so the command runs in this process)."""
+    from benchmarks import report
+
+    args = ["--quick", "--small", "--workloads", "sum_exp_mul_add,gather_sum", "--dtypes", "float64"]
+    assert report.main([*args, "--impls", "fuse-llvm,numpy", "--no-write"]) == 0
+    out = capsys.readouterr().out
+    rows: dict[str, str] = {}
+    for line in out.splitlines():  # the run-time table's row (the compile-time table's comes later)
+        if line.startswith("| "):
+            rows.setdefault(line.split(" | ")[0].strip("| "), line)
+    assert " GB/s) |" in rows["sum_exp_mul_add"] or " ns/exp) |" in rows["sum_exp_mul_add"], out
+    assert "(random reads, " in rows["gather_sum"] or "(memory, " in rows["gather_sum"], out
