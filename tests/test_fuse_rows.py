@@ -24,6 +24,8 @@ PROGRAMS = {
     "layernorm": "Y[r, c.] = lnorm(X[r, c])\nexport Y",
     "mean_and_var": "M[r] avg= X[r, c]\nV[r] avg= (X[r, c] - M[r]) ** 2\nexport M, V",
     "attention": "S[q, k] = Q[q, d] K[k, d]\nP[q, k.] = softmax(S[q, k])\nO[q, d] = P[q, k] V[k, d]\nexport O",
+    # An output wider than the phases' values (float32 X: float32 exp, float64 Y), which the exp cannot be stored in.
+    "softmax_plus_int": "Y[r, c.] = softmax(X[r, c]) + N[r, c]\nexport Y",
 }
 
 # Without pipeline-rows too (tests/test_pipeline_rows.py), so the fused nest's structure is fuse-rows' own.
@@ -38,6 +40,9 @@ def _inputs(name: str, rows: int, cols: int, special: bool, dtype: type) -> dict
         return {
             k: rng.standard_normal(s).astype(dtype) for k, s in (("Q", (rows, d)), ("K", (cols, d)), ("V", (cols, d)))
         }
+    if name == "softmax_plus_int":
+        n = np.random.default_rng(rows * 7 + cols).integers(-3, 4, (rows, cols)).astype(np.int32)
+        return {"X": row_matrix(rows, cols, special, dtype), "N": n}
     return {"X": row_matrix(rows, cols, special, dtype)}
 
 

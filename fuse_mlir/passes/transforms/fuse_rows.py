@@ -48,6 +48,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.abi import entry_block, reuse_table
+from fuse_mlir.dialects.elemwise import signless
 from fuse_mlir.mathlib.ops import is_scalar_op
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
@@ -376,7 +377,9 @@ def _reuse_phase_values(body: Block) -> None:
     The reduction phase also stores the value into the row of the map phase's output buffer at the same
     position; the map phase loads it there before overwriting that element (each element is read, then
     written, by the same iteration), so the expensive part runs once per element. Both phases must run over
-    the same range, and the buffer must be a fresh allocation touched nowhere else in the row's body.
+    the same range, the buffer must be a fresh allocation touched nowhere else in the row's body, and the
+    value must have the buffer's element type (``int + softmax(...)`` stores a float64 sum of a float32
+    ``exp``: that buffer cannot hold the ``exp`` without rounding it, nor be stored into as float32).
     """
     iv = body.args[0]
     phases = [op for op in body.ops if isinstance(op, loop.ForOp)]
@@ -404,6 +407,9 @@ def _reuse_phase_values(body: Block) -> None:
         m_keys = _keys(m)
         if m_keys is None:
             continue
+        y_type = y.type
+        assert isinstance(y_type, MemRefType)
+        element = signless(y_type.element_type)
         for r in reversed(phases[:mi]):
             if not r.inits or (r.lower, r.upper, r.step) != (m.lower, m.upper, m.step):
                 continue
@@ -415,7 +421,7 @@ def _reuse_phase_values(body: Block) -> None:
             mblock = m.body.block
             for v, k in m_keys.items():
                 src = by_key.get(k)
-                if src is None or v is jm:
+                if src is None or v is jm or v.type != element:
                     continue
                 n = _size(v, mblock, {})
                 if n >= REUSE_MIN_OPS and (best is None or n > best[0]):
