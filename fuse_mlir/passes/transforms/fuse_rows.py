@@ -325,13 +325,21 @@ REUSE_MIN_OPS = 8
 """A later phase reloads a value an earlier phase computed (instead of recomputing it) from this many ops up."""
 
 
-def _keys(loop_op: loop.ForOp) -> dict[SSAValue, tuple] | None:
+def _keys(loop_op: loop.ForOp, table: dict[tuple, int]) -> dict[SSAValue, int] | None:
     """Structural keys of the values computed in an innermost loop's body (its own iteration as ``iv``).
 
-    Values that depend on the loop's carried values get no key. None when the body holds regions.
+    Values that depend on the loop's carried values get no key. None when the body holds regions. Keys are
+    interned in ``table`` (shared by the loops compared): a value's key is its op and its operands' key
+    numbers, so equal structures get equal numbers and a key stays one flat tuple however deep the expression
+    is. (Keys nesting their operands' keys were hashed as whole expression trees, which grow exponentially
+    with shared subexpressions: ``log(exp(tanh(layernorm(X))))``'s expanded math took minutes.)
     """
     block = loop_op.body.block
-    keys: dict[SSAValue, tuple] = {block.args[0]: ("iv",)}
+
+    def intern(parts: tuple) -> int:
+        return table.setdefault(parts, len(table))
+
+    keys: dict[SSAValue, int] = {block.args[0]: intern(("iv",))}
     carried = set(block.args[1:])
     for op in block.ops:
         if op.regions:
@@ -348,13 +356,13 @@ def _keys(loop_op: loop.ForOp) -> dict[SSAValue, tuple] | None:
                 break
             owner = x.owner
             inside = isinstance(owner, Operation) and owner.parent_block() is block
-            k = keys.get(x) if inside or x is block.args[0] else ("ext", id(x))
+            k = keys.get(x) if inside or x is block.args[0] else intern(("ext", id(x)))
             if k is None:
                 ok = False
                 break
             parts.append(k)
         if ok:
-            keys[op.results[0]] = tuple(parts)
+            keys[op.results[0]] = intern(tuple(parts))
     return keys
 
 
@@ -404,7 +412,8 @@ def _reuse_phase_values(body: Block) -> None:
             or st.positions[1] is not jm
         ):
             continue
-        m_keys = _keys(m)
+        table: dict[tuple, int] = {}
+        m_keys = _keys(m, table)
         if m_keys is None:
             continue
         y_type = y.type
@@ -413,15 +422,16 @@ def _reuse_phase_values(body: Block) -> None:
         for r in reversed(phases[:mi]):
             if not r.inits or (r.lower, r.upper, r.step) != (m.lower, m.upper, m.step):
                 continue
-            r_keys = _keys(r)
+            r_keys = _keys(r, table)
             if r_keys is None:
                 continue
             by_key = {k: v for v, k in r_keys.items() if v is not r.body.block.args[0]}
             best: tuple[int, SSAValue, SSAValue] | None = None
             mblock = m.body.block
-            for v, k in m_keys.items():
-                src = by_key.get(k)
-                if src is None or v is jm or v.type != element:
+            eligible = {v: by_key[k] for v, k in m_keys.items() if k in by_key and v is not jm and v.type == element}
+            for v, src in eligible.items():
+                # Only a match no other match uses can be the largest (a user's slice holds v's and itself).
+                if any(u in eligible for use in v.uses for u in use.operation.results):
                     continue
                 n = _size(v, mblock, {})
                 if n >= REUSE_MIN_OPS and (best is None or n > best[0]):
