@@ -5,11 +5,11 @@ Three bounds, the largest wins:
 - memory: bytes moved (every input read once, the output written once)
   / 33.6 GB/s (read+write, 2 threads), or / 36.2 GB/s when the output is
   under 1% of the bytes (read-only streaming); the report divides by the
-  bandwidth it measured in the same rounds as the workload instead
+  bandwidth a probe reached in the same rounds as the workload instead
   (:func:`benchmarks.limits.bandwidth_probe`);
 - exp: number of exp evaluations × XLA's vector exp per element per core
-  (0.92 ns float64, 0.28 ns float32) / 2 cores (the report: the measured
-  exp, refreshed in the workload's rounds like the bandwidth);
+  (0.92 ns float64, 0.28 ns float32) / 2 cores (the report: the exp
+  probe's, timed in the workload's rounds like the bandwidth);
 - BLAS: matrix-product flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32);
 - random reads: gathered elements × the fastest random read per element per
   core measured here (``benchmarks.limits``) / cores (the gather workload;
@@ -36,15 +36,15 @@ GEMM_GFLOPS = {"float64": 84.0, "float32": 187.0}
 
 FORMULAS = (
     "memory: (input bytes + output bytes) / read+write bandwidth, or / read-only bandwidth when the output is < 1% "
-    "of the bytes moved; the bandwidth (in the bound column) is the higher of the header's and a streaming probe's "
-    "timed in the same interleaved rounds as the workload (fuse_mlir's copy `Y[i] = X[i] + 1` or sum `S = X[i]` on "
-    "all cores over as many bytes), since this machine's bandwidth drifts during a run",
-    "exp: n_exp × t_exp / cores, t_exp the fastest vectorised exp per element per core measured by this run "
-    "(the header's, or fuse_mlir's one-thread exp on a cache-resident array timed in the workload's rounds)",
+    "of the bytes moved; the bandwidth (in the bound column) is a streaming probe's median in the same interleaved "
+    "rounds as the workload (fuse_mlir's copy `Y[i] = X[i] + 1` or sum `S = X[i]` on all cores over as many "
+    "bytes), since this machine's bandwidth drifts during a run",
+    "exp: n_exp × t_exp / cores, t_exp fuse_mlir's one-thread vectorised exp per element on a cache-resident array, "
+    "its median in the workload's rounds",
     "BLAS: 2·M·K·N flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32) (OpenBLAS GEMM, 2 threads)",
-    "random reads: n_gathered × t_read / cores, t_read the fastest random read from a 1M-element table per element "
-    "per core measured by this run (index read included; the header's, or fuse_mlir's one-thread gather timed in "
-    "the workload's rounds)",
+    "random reads: n_gathered × t_read / cores, t_read fuse_mlir's one-thread random read from a 1M-element table "
+    "per element (index read included), its median in the workload's rounds",
+    "where no probe could run, the header's figures (the best of several runs at the start) stand in",
     "bound = the largest of those that apply; % of bound = bound / fuse-llvm median time",
 )
 
@@ -123,9 +123,10 @@ def bound(
 
 
 def probes(name: str, inputs: dict[str, np.ndarray], output: np.ndarray, dtype: str, n_cores: int) -> list[Probe]:
-    """Calls measuring each measured limit workload ``name``'s bound uses, to time in the workload's own rounds
+    """Calls measuring each limit workload ``name``'s bound uses, to time in the workload's own rounds
     (:func:`benchmarks.limits.bandwidth_probe` over as many bytes, the exp and random-read probes where they
-    count); the machine's speed drifts during a run, and a bound is what the machine did beside the workload."""
+    count): the machine's speed drifts during a run, so the bound takes what the machine did beside the
+    workload, with the statistic of the workload's own time."""
     if name in _NO_BOUND:
         return []
     moved = traffic(inputs, output)

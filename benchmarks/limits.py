@@ -25,11 +25,14 @@ exp counts by exp throughput; these numbers come from this machine, now
 Each is the best of its repeats (a limit, not a typical time).
 
 This VM's bandwidth drifts during a run (fuse_mlir's sum over 512 MB on two
-cores: 51 GB/s in one run, 33–35 GB/s a minute later), so a bandwidth taken
-once at the start can be exceeded by a workload timed later (150% "of the
-bound" in one report). The report therefore also times a streaming probe
-(:func:`bandwidth_probe`) in each workload's own interleaved rounds and
-divides by the higher of the two.
+cores: 51 GB/s in one run, 33–35 GB/s a minute later, 59 GB/s in one of the
+header's repeats), so a bandwidth taken once at the start can be exceeded by
+a workload timed later (150% "of the bound" in one report) or be a moment no
+workload saw. The report therefore times a probe of each limit a workload's
+bound uses (:func:`bandwidth_probe`, :func:`exp_probe`, :func:`gather_probe`)
+in the workload's own interleaved rounds, and the bound takes the probe's
+median there, the statistic and the minutes of the workloads' own times; the
+figures above stay in the header, and are the bound's where no probe ran.
 """
 
 from __future__ import annotations
@@ -103,8 +106,8 @@ GATHER_N = 1 << 21
 
 @dataclass(frozen=True)
 class Probe:
-    """A call measuring one limit, and how a time of it tightens :class:`Limits` (``apply``: the limits with
-    the better of their own figure and this call's)."""
+    """A call measuring one limit, and ``apply``: the :class:`Limits` with the figure one call of it in the given
+    seconds reached in place of their own."""
 
     call: Callable[[], object]
     apply: Callable[[Limits, float], Limits]
@@ -136,9 +139,7 @@ def bandwidth_probe(nbytes: int, read_only: bool, n_cores: int | None = None) ->
 
     def apply(limits: Limits, seconds: float) -> Limits:
         gbps = moved / seconds / 1e9
-        if read_only:
-            return replace(limits, ro_gbps=max(limits.ro_gbps, gbps))
-        return replace(limits, rw_gbps=max(limits.rw_gbps, gbps))
+        return replace(limits, ro_gbps=gbps) if read_only else replace(limits, rw_gbps=gbps)
 
     return Probe(call, apply)
 
@@ -146,7 +147,7 @@ def bandwidth_probe(nbytes: int, read_only: bool, n_cores: int | None = None) ->
 def _per_element(field: str, dtype: str, n: int) -> Callable[[Limits, float], Limits]:
     def apply(limits: Limits, seconds: float) -> Limits:
         table: dict[str, float] = getattr(limits, field)
-        return replace(limits, **{field: {**table, dtype: min(table[dtype], seconds / n * 1e9)}})
+        return replace(limits, **{field: {**table, dtype: seconds / n * 1e9}})
 
     return apply
 
@@ -185,11 +186,10 @@ def _bandwidth(n_cores: int, nbytes: int, repeats: int) -> tuple[float, float]:
 
         t_copy = _best(copy, repeats)
         t_read = _best(read, repeats)
-    limits = Limits(n_cores, 2 * src.nbytes / t_copy / 1e9, src.nbytes / t_read / 1e9, {}, {})
-    for read_only in (False, True):
-        probe = bandwidth_probe(src.nbytes * (1 if read_only else 2), read_only, n_cores)
-        limits = probe.apply(limits, _best(probe.call, repeats))
-    return limits.rw_gbps, limits.ro_gbps
+    numpy = Limits(n_cores, 2 * src.nbytes / t_copy / 1e9, src.nbytes / t_read / 1e9, {}, {})
+    fuse = [bandwidth_probe(src.nbytes * (1 if ro else 2), ro, n_cores) for ro in (False, True)]
+    rw, ro = (p.apply(numpy, _best(p.call, repeats)) for p in fuse)
+    return max(numpy.rw_gbps, rw.rw_gbps), max(numpy.ro_gbps, ro.ro_gbps)
 
 
 def _fastest_ns(n: int, numpy_call: Callable[[], object], probe: Probe | None, repeats: int) -> float:

@@ -187,9 +187,8 @@ def measure_workload(
 
     With measured ``limits``, the probes of the limits the workload's bound uses (:func:`benchmarks.bounds.probes`:
     a bandwidth probe moving as many bytes, the exp and random-read probes) are timed in the same
-    interleaved rounds, and the bound takes the better of each probe's figure and the limits': the
-    machine's speed drifts during a run, and a bound is what the machine did, not what it did minutes
-    earlier."""
+    interleaved rounds, and the bound takes each probe's median figure in place of the limits': the
+    machine's speed drifts during a run, so a bound from minutes earlier can be a moment no workload saw."""
     inputs = make_inputs(workload, dtype, small)
     want = reference(workload, inputs)
     result = WorkloadResult(workload.name, dtype)

@@ -129,8 +129,7 @@ def render(
         "",
         *runtime_table(results, impls),
         "",
-        "Bounds (from the machine limits this run measured: the better of the header's and a probe's timed in "
-        "each workload's own rounds, shown in the bound column):",
+        "Bounds (from the machine limits this run measured beside each workload, shown in the bound column):",
         "",
         *[f"- {f}" for f in FORMULAS],
         "",

@@ -73,16 +73,15 @@ def test_interleaved_medians_with_a_quiet_wait():
 
 
 @pytest.mark.parametrize("read_only", [True, False])
-def test_bandwidth_probe_only_raises_the_bandwidth(read_only: bool) -> None:
-    """The probe moves the bytes asked for (half read, half written for read+write), and folding a time into
-    the limits keeps the better bandwidth: a bound is what the machine did at its best."""
+def test_bandwidth_probe_sets_its_own_bandwidth(read_only: bool) -> None:
+    """The probe moves the bytes asked for (half read, half written for read+write), and a time of it sets that
+    bandwidth in the limits, higher or lower than theirs, and leaves the other alone."""
     probe = bandwidth_probe(1 << 20, read_only, 2)
     probe.call()
-    slow = probe.apply(SLOW, 1e-3)  # 1 MiB in 1 ms
-    got = slow.ro_gbps if read_only else slow.rw_gbps
-    assert got == pytest.approx((1 << 20) / 1e-3 / 1e9)
-    assert (slow.rw_gbps if read_only else slow.ro_gbps) == 1e-3  # the other bandwidth is untouched
-    assert probe.apply(FAST, 1e-3) == FAST
+    for start in (SLOW, FAST):
+        got = probe.apply(start, 1e-3)  # 1 MiB in 1 ms
+        assert (got.ro_gbps if read_only else got.rw_gbps) == pytest.approx((1 << 20) / 1e-3 / 1e9)
+        assert (got.rw_gbps if read_only else got.ro_gbps) == (start.rw_gbps if read_only else start.ro_gbps)
 
 
 @pytest.mark.parametrize(
@@ -100,14 +99,15 @@ def test_probes_cover_the_limits_a_bound_uses(name: str, kinds: int) -> None:
     assert len(found) == kinds
     for p in found:
         p.call()
-        tightened = p.apply(SLOW, 1e-3)
-        b_slow, b_new = bound(name, inputs, out, "float64", SLOW), bound(name, inputs, out, "float64", tightened)
+        measured = p.apply(SLOW, 1e-3)
+        b_slow, b_new = bound(name, inputs, out, "float64", SLOW), bound(name, inputs, out, "float64", measured)
+        assert measured != SLOW
         assert b_slow is not None and b_new is not None and b_new.seconds <= b_slow.seconds
 
 
 def test_measure_workload_bounds_with_the_probes_of_its_rounds() -> None:
-    """With limits no machine reaches down to, the bound comes from the probes timed in the workload's rounds
-    (a sane figure in its detail); the probes are not results. With limits above any machine, the limits stay."""
+    """Whatever the header's limits (far below or far above any machine), the bound comes from the probes timed
+    in the workload's rounds (a sane figure in its detail); the probes are not results."""
     w = BY_NAME["sum_exp_mul_add"]
     res = measure_workload(w, "float64", ("fuse-llvm", "numpy"), QUICK, small=True, log=lambda _: None, limits=SLOW)
     assert set(res.impls) == {"fuse-llvm", "numpy"} and not any(k.startswith(PROBE) for k in res.impls)
@@ -115,7 +115,7 @@ def test_measure_workload_bounds_with_the_probes_of_its_rounds() -> None:
     gbps = float(res.bound.detail.split()[0])
     assert 0.01 < gbps < 1e5, res.bound
     res = measure_workload(w, "float64", ("fuse-llvm",), QUICK, small=True, log=lambda _: None, limits=FAST)
-    assert res.bound is not None and res.bound.detail == "1000000.0 GB/s", res.bound
+    assert res.bound is not None and 0.01 < float(res.bound.detail.split()[0]) < 1e5, res.bound
 
 
 def test_report_smoke_names_each_bounds_figure(capsys: pytest.CaptureFixture[str]) -> None:
