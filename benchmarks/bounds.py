@@ -37,8 +37,9 @@ GEMM_GFLOPS = {"float64": 84.0, "float32": 187.0}
 FORMULAS = (
     "memory: (input bytes + output bytes) / read+write bandwidth, or / read-only bandwidth when the output is < 1% "
     "of the bytes moved; the bandwidth (in the bound column) is a streaming probe's median in the same interleaved "
-    "rounds as the workload (fuse_mlir's copy `Y[i] = X[i] + 1` or sum `S = X[i]` on all cores over as many "
-    "bytes), since this machine's bandwidth drifts during a run",
+    "rounds as the workload (fuse_mlir's sum of as many arrays as the workload streams, `S = X0[i] + X1[i] + ...`, "
+    "or that sum written to one more array, on all cores over as many bytes), since this machine's bandwidth drifts "
+    "during a run and several streams read faster than one",
     "exp: n_exp × t_exp / cores, t_exp fuse_mlir's one-thread vectorised exp per element on a cache-resident array, "
     "its median in the workload's rounds",
     "BLAS: 2·M·K·N flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32) (OpenBLAS GEMM, 2 threads)",
@@ -130,7 +131,8 @@ def probes(name: str, inputs: dict[str, np.ndarray], output: np.ndarray, dtype: 
     if name in _NO_BOUND:
         return []
     moved = traffic(inputs, output)
-    found: list[Probe | None] = [bandwidth_probe(moved.nbytes, moved.read_only, n_cores)]
+    streams = sum(1 for v in inputs.values() if v.nbytes >= 0.01 * moved.nbytes)  # the arrays that stream
+    found: list[Probe | None] = [bandwidth_probe(moved.nbytes, moved.read_only, n_cores, streams)]
     if _n_exp(name, inputs):
         found.append(exp_probe(dtype))
     if name == "gather_sum":

@@ -6,12 +6,12 @@ exp counts by exp throughput; these numbers come from this machine, now
 
 - read+write bandwidth: every core copies its share of a buffer much larger
   than the last-level cache into a second one (``np.copyto`` releases the
-  GIL, so Python threads run in parallel), and fuse_mlir's ``Y[i] = X[i] + 1``
+  GIL, so Python threads run in parallel), and fuse_mlir's ``Y[i] = X0[i] + 1``
   on all cores (whose stores stream past the caches, without the
   read-for-ownership of each output line an ordinary store pays); bytes read
   plus written over the best time of the two;
 - read-only bandwidth: every core sums its share (``np.add.reduce``), and
-  fuse_mlir's sum ``S = X[i]`` on all cores; bytes read over the best time;
+  fuse_mlir's sum ``S = X0[i]`` on all cores; bytes read over the best time;
 - exp throughput per core: the fastest vectorised exp available here (NumPy's,
   and fuse_mlir's own expansion on one thread) on a cache-resident array,
   nanoseconds per element, best of several runs;
@@ -82,11 +82,13 @@ def _best(f: Callable[[], object], repeats: int) -> float:
     return best
 
 
-COPY_SRC = "Y[i] = X[i] + 1.0\nexport Y"
-"""The read+write probe: its stores stream past the caches (no read-for-ownership), as the workloads' outputs do."""
+def stream_source(streams: int, read_only: bool) -> str:
+    """The bandwidth probe's program: the sum of ``streams`` arrays (read-only), or their sum plus one into a new
+    array (read+write, whose stores stream past the caches without a read-for-ownership, as the workloads'
+    outputs do). fuse_mlir's sum reads faster than ``np.add.reduce`` here (33–35 against 31 GB/s)."""
+    terms = " + ".join(f"X{k}[i]" for k in range(streams))
+    return f"S = {terms}\nexport S" if read_only else f"Y[i] = {terms} + 1.0\nexport Y"
 
-SUM_SRC = "S = X[i]\nexport S"
-"""The read-only probe: a sum, faster than ``np.add.reduce`` here (its pairwise blocks; 33–35 against 31 GB/s)."""
 
 EXP_SRC = "Y[i] = exp(X[i])\nexport Y"
 """The exp probe: fuse_mlir's vectorised exp on one thread, over a cache-resident array."""
@@ -125,17 +127,22 @@ def _fuse_call(src: str, inputs: dict[str, np.ndarray], threads: int) -> Callabl
     return lambda: run(**inputs)
 
 
-def bandwidth_probe(nbytes: int, read_only: bool, n_cores: int | None = None) -> Probe:
-    """A streaming call over about ``nbytes`` (so it sees the same caches as a workload of that size):
-    fuse_mlir's sum (read-only) or copy (read+write, half the bytes read and half written) on ``n_cores``
-    threads, NumPy's on one thread where fuse_mlir cannot compile (a slower probe leaves the limits as
-    they were)."""
-    src = np.ones(max(nbytes // (8 if read_only else 16), 1))
-    moved = src.nbytes * (1 if read_only else 2)
-    call = _fuse_call(SUM_SRC if read_only else COPY_SRC, {"X": src}, n_cores or cores())
+def bandwidth_probe(nbytes: int, read_only: bool, n_cores: int | None = None, streams: int = 1) -> Probe:
+    """A streaming call moving about ``nbytes`` over ``streams`` input arrays (so it sees the caches and the
+    prefetchers as a workload of that size and shape does): fuse_mlir's sum of them (read-only), or their sum
+    written to one more array (read+write) on ``n_cores`` threads; NumPy's one-thread sum or copy where
+    fuse_mlir cannot compile here."""
+    streams = max(streams, 1)
+    arrays = streams if read_only else streams + 1
+    n = max(nbytes // (8 * arrays), 1)
+    inputs = {f"X{k}": np.ones(n) for k in range(streams)}
+    moved = 8 * n * arrays
+    call = _fuse_call(stream_source(streams, read_only), inputs, n_cores or cores())
     if call is None:
-        dst = np.zeros_like(src)
+        src = np.ones(n * streams)
+        dst = np.zeros(n * streams)
         call = (lambda: np.add.reduce(src)) if read_only else (lambda: np.copyto(dst, src))
+        moved = src.nbytes * (1 if read_only else 2)
 
     def apply(limits: Limits, seconds: float) -> Limits:
         gbps = moved / seconds / 1e9

@@ -74,14 +74,15 @@ def test_interleaved_medians_with_a_quiet_wait():
 
 @pytest.mark.parametrize("read_only", [True, False])
 def test_bandwidth_probe_sets_its_own_bandwidth(read_only: bool) -> None:
-    """The probe moves the bytes asked for (half read, half written for read+write), and a time of it sets that
+    """The probe moves the bytes asked for over its streams (plus one written array for read+write), and a time of it sets that
     bandwidth in the limits, higher or lower than theirs, and leaves the other alone."""
-    probe = bandwidth_probe(1 << 20, read_only, 2)
-    probe.call()
-    for start in (SLOW, FAST):
-        got = probe.apply(start, 1e-3)  # 1 MiB in 1 ms
-        assert (got.ro_gbps if read_only else got.rw_gbps) == pytest.approx((1 << 20) / 1e-3 / 1e9)
-        assert (got.rw_gbps if read_only else got.ro_gbps) == (start.rw_gbps if read_only else start.ro_gbps)
+    for streams in (1, 3):
+        probe = bandwidth_probe(3 << 20, read_only, 2, streams)
+        probe.call()
+        for start in (SLOW, FAST):
+            got = probe.apply(start, 1e-3)  # 3 MiB in 1 ms
+            assert (got.ro_gbps if read_only else got.rw_gbps) == pytest.approx((3 << 20) / 1e-3 / 1e9)
+            assert (got.rw_gbps if read_only else got.ro_gbps) == (start.rw_gbps if read_only else start.ro_gbps)
 
 
 @pytest.mark.parametrize(
