@@ -87,11 +87,11 @@ def test_bandwidth_probe_sets_its_own_bandwidth(read_only: bool) -> None:
 
 @pytest.mark.parametrize(
     ("name", "kinds"),
-    [("exp_mul_add", 2), ("sum_exp_mul_add", 2), ("gather_sum", 2), ("row_variance", 1), ("call_overhead", 0)],
+    [("exp_mul_add", 1), ("sum_exp_mul_add", 1), ("gather_sum", 2), ("row_variance", 1), ("call_overhead", 0)],
 )
 def test_probes_cover_the_limits_a_bound_uses(name: str, kinds: int) -> None:
-    """Memory for every bounded workload, exp where it counts exps, random reads for the gather; none where
-    the workload has no bound."""
+    """Memory for every bounded workload, random reads for the gather; none where the workload has no bound
+    (exp throughput's limit is the header's)."""
     from benchmarks.peers import make_inputs, reference
 
     inputs = make_inputs(BY_NAME[name], "float64", small=True)
@@ -109,7 +109,7 @@ def test_probes_cover_the_limits_a_bound_uses(name: str, kinds: int) -> None:
 def test_measure_workload_bounds_with_the_probes_of_its_rounds() -> None:
     """Whatever the header's limits (far below or far above any machine), the bound comes from the probes timed
     in the workload's rounds (a sane figure in its detail); the probes are not results."""
-    w = BY_NAME["sum_exp_mul_add"]
+    w = BY_NAME["row_variance"]
     res = measure_workload(w, "float64", ("fuse-llvm", "numpy"), QUICK, small=True, log=lambda _: None, limits=SLOW)
     assert set(res.impls) == {"fuse-llvm", "numpy"} and not any(k.startswith(PROBE) for k in res.impls)
     assert res.bound is not None and res.bound.kind == "memory"
