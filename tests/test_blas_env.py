@@ -3,16 +3,10 @@ and the re-executed command saying so in its header."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from benchmarks import blas_env
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fresh import fresh_run
 
 
 def test_nothing_to_do_returns(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,25 +37,9 @@ def test_describe(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_contractions_command_runs_with_the_fixed_environment() -> None:
     """Started with OPENBLAS_CORETYPE set and no timeout, the command re-executes itself: its header says the
     variable was unset and the timeout is 4."""
-    env = {k: v for k, v in os.environ.items() if k not in (*blas_env.VARS, blas_env.MARK, blas_env.TIMEOUT[0])}
-    env["OPENBLAS_CORETYPE"] = "Haswell"
-    env["PYTHONPATH"] = str(ROOT)
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.contractions",
-            "--quick",
-            "--programs",
-            "outer_reduce",
-            "--dtypes",
-            "float32",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    out = fresh_run(
+        ["-m", "benchmarks.contractions", "--quick", "--programs", "outer_reduce", "--dtypes", "float32"],
+        unset=(*blas_env.VARS, blas_env.MARK, blas_env.TIMEOUT[0]),
+        set_env={"OPENBLAS_CORETYPE": "Haswell"},
     )
-    assert res.returncode == 0, res.stderr
-    assert "OpenBLAS environment: OPENBLAS_CORETYPE=Haswell unset for this run; OPENBLAS_THREAD_TIMEOUT=4" in res.stdout
+    assert "OpenBLAS environment: OPENBLAS_CORETYPE=Haswell unset for this run; OPENBLAS_THREAD_TIMEOUT=4" in out

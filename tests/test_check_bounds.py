@@ -8,9 +8,6 @@ ordinary programs must run unchanged under it.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -30,6 +27,7 @@ from fuse_mlir.passes.base import FusePass
 from fuse_mlir.passes.registry import register_pass
 from fuse_mlir.passes.transforms.check_bounds import check_bounds, checked_build
 from tests.frameworks import available_backends
+from tests.fresh import fresh_run
 
 HEAD = 'builtin.module attributes {fuse.args = [#fuse.arg<"x", input>], fuse.results = [#fuse.result<"y", export>], fuse.errors = []} {'
 
@@ -225,16 +223,8 @@ def test_fuse_run_check_bounds(tmp_path):
     src = tmp_path / "p.fuse"
     src.write_text("Y[i] = X[i] 2\nexport Y\n")
     np.save(tmp_path / "x.npy", np.arange(3.0))
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    out = subprocess.run(
-        [sys.executable, "-m", "fuse_mlir", "run", str(src), "--check-bounds", "--input", f"X={tmp_path / 'x.npy'}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    assert "[0. 2. 4.]" in out.stdout
+    out = fresh_run(["-m", "fuse_mlir", "run", str(src), "--check-bounds", "--input", f"X={tmp_path / 'x.npy'}"])
+    assert "[0. 2. 4.]" in out
 
 
 def test_donated_and_out_buffers_pass_checked():
