@@ -41,7 +41,7 @@ FORMULAS = (
     "or that sum written to one more array, on all cores over as many bytes), since this machine's bandwidth drifts "
     "during a run and several streams read faster than one",
     "exp: n_exp × t_exp / cores, t_exp the fastest vectorised exp per element per core measured by this run (the "
-    "header's: compute throughput does not drift as bandwidth does, 0.72–0.73 ns float64 in every run, while a "
+    "header's: compute throughput does not drift as bandwidth does, 0.72–0.78 ns float64 in every run this session, while a "
     "one-thread exp probe timed among the workloads read up to 1.69 ns)",
     "BLAS: 2·M·K·N flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32) (OpenBLAS GEMM, 2 threads)",
     "random reads: n_gathered × t_read / cores, t_read fuse_mlir's one-thread random read from a 1M-element table "

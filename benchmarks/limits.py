@@ -33,7 +33,7 @@ workload saw. The report therefore times a bandwidth probe
 (:func:`gather_probe`) in the workload's own interleaved rounds, and the
 bound takes the probe's median there, the statistic and the minutes of the
 workloads' own times; the figures above stay in the header, and are the
-bound's where no probe ran (exp throughput, which does not drift: 0.72–0.73 ns
+bound's where no probe ran (exp throughput, which does not drift: 0.72–0.78 ns
 float64 in every run).
 """
 

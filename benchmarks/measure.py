@@ -186,7 +186,7 @@ def measure_workload(
     after the process went quiet and one untimed call, see :func:`interleaved_medians`).
 
     With measured ``limits``, the probes of the limits the workload's bound uses (:func:`benchmarks.bounds.probes`:
-    a bandwidth probe moving as many bytes, the exp and random-read probes) are timed in the same
+    a bandwidth probe moving as many bytes, the random-read probe for the gather) are timed in the same
     interleaved rounds, and the bound takes each probe's median figure in place of the limits': the
     machine's speed drifts during a run, so a bound from minutes earlier can be a moment no workload saw."""
     inputs = make_inputs(workload, dtype, small)
