@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
+from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.ir import make_context
+from fuse_mlir.passes.instruments import VerifyEach
 from fuse_mlir.passes.levels import lowering_spec, module_level
 from fuse_mlir.passes.pipeline import PassFailure, Pipeline
 from fuse_mlir.passes.registry import get_pass
@@ -36,30 +38,55 @@ def lower_to_loop(
     strict: bool = False,
     donate: Sequence[str] = (),
     pipeline: str | None = None,
-    verify: bool | None = None,
+    verify: bool | str | None = None,
     check_bounds: bool = False,
 ) -> ModuleOp:
     """A copy of a tensor_eq module lowered to the loop level by ``target``'s pipeline (:meth:`Target.pipeline`).
 
     A user ``pipeline`` (pass pipeline text, e.g. ``"dedup,fuse"``) replaces the
     target's: each pass runs at its own level (the module is lowered to it
-    first) and whatever lowering remains to the loop level follows. The result
-    is verified when ``verify`` is true (default: when the ``FUSE_VERIFY``
-    environment variable is set and not ``0``): verification costs about a
-    third of the lowering time, and the passes build valid IR by construction
-    (the tests verify every pipeline's output). ``check_bounds`` builds
-    checked: every load and store tests its positions (``passes/transforms/check_bounds.py``).
+    first) and whatever lowering remains to the loop level follows. ``verify``
+    (default: the ``FUSE_VERIFY`` environment variable) is true to verify the
+    result, or ``"each"`` to verify after every pass and lowering, so that the
+    error names the pass that built invalid IR. Verification is off by
+    default: it costs about a third of the lowering time, and the passes build
+    valid IR by construction (the tests verify every pipeline's output).
+    ``check_bounds`` builds checked: every load and store tests its positions
+    (``passes/transforms/check_bounds.py``).
     """
+    mode = verify_mode(verify)
     module = te_module.clone()
     ctx = make_context()
     spec = pipeline if pipeline is not None else get_target(target).pipeline(opt_level, strict=strict, donate=donate)
-    Pipeline.parse(spec, source=f"<{target} {opt_level}>" if pipeline is None else "<pipeline>").run(module, ctx)
-    lower_to(module, "loop", ctx)
+    pipe = Pipeline.parse(spec, source=f"<{target} {opt_level}>" if pipeline is None else "<pipeline>")
+    hooks = pipe.hooks
+    if mode == "each":
+        pipe.instrument(VerifyEach())
+    pipe.run(module, ctx)
+    spec = lowering_spec(module_level(module), "loop")
     if check_bounds:
-        Pipeline.parse("check-bounds", source="<checked build>").run(module, ctx)
-    if verify if verify is not None else os.environ.get("FUSE_VERIFY", "0") not in ("", "0"):
+        spec = f"{spec},check-bounds" if spec else "check-bounds"
+    if spec:
+        Pipeline.parse(spec, source="<lowering to loop>", hooks=hooks).run(module, ctx)
+    if mode == "end":
         module.verify()
     return module
+
+
+def verify_mode(verify: bool | str | None) -> str | None:
+    """What to verify: None (nothing), ``"end"`` (the result) or ``"each"`` (after every pass), from the argument
+    or, when it is None, from ``FUSE_VERIFY`` (unset, empty or ``0``: nothing; ``1`` or ``end``; ``each``)."""
+    if verify is None:
+        verify = os.environ.get("FUSE_VERIFY", "0")
+        if verify in ("", "0"):
+            return None
+    if verify == "each":
+        return "each"
+    if isinstance(verify, str) and verify not in ("1", "end"):
+        raise FuseError(
+            f"unknown verification {verify!r}: expected True, False, 'end' or 'each' (FUSE_VERIFY: 0, 1, end or each)"
+        )
+    return "end" if verify else None
 
 
 def lower_to_llvm(
@@ -75,7 +102,8 @@ def lower_to_llvm(
 
     This is the last level of the pipeline, run through :class:`~fuse_mlir.passes.pipeline.Pipeline` like every
     other lowering (so the native runtime depends on the pass registry, not on the lowering's module). An error
-    the lowering raises on a malformed loop module (a ``ValueError``) comes through unchanged.
+    the lowering raises on a malformed loop module (a ``ValueError``) comes through unchanged. Under
+    ``FUSE_VERIFY=each`` the result is verified too (:func:`verify_mode`).
     """
     pass_ = get_pass("lower-loop-to-llvm").cls(  # type: ignore[call-arg]
         strict=strict,
@@ -85,8 +113,11 @@ def lower_to_llvm(
         streaming_min_bytes=streaming_min_bytes,
     )
     module = loop_module.clone()
+    pipe = Pipeline([pass_])
+    if verify_mode(None) == "each":
+        pipe.instrument(VerifyEach())
     try:
-        Pipeline([pass_]).run(module)
+        pipe.run(module)
     except PassFailure as failure:
         raise failure.error from None
     return module

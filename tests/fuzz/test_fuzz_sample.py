@@ -20,6 +20,8 @@ def _explain(rep) -> str:  # noqa: ANN001
     out = []
     for f in rep.failures[:20]:
         out.append(f"seed {f.seed} on {f.config}: {f.kind}: {f.detail[:600]}")
+        if f.invalid_ir:
+            out.append(f.invalid_ir.splitlines()[0])
         if f.program.eqs:
             out.append(reproducer(f.minimised or f.program))
     return "\n".join(out)

@@ -36,6 +36,13 @@ class Failure:
     detail: str
     program: FuzzProgram
     minimised: FuzzProgram | None = None
+    #: The verifier's error naming the pass that built invalid IR for this program, when one did.
+    invalid_ir: str = ""
+
+    def headline(self) -> str:
+        """One line: seed, configuration, outcome and the first line of the detail."""
+        first = self.detail.splitlines()[0] if self.detail else ""
+        return f"seed {self.seed} on {self.config}: {self.kind}: {first}"
 
 
 @dataclass
@@ -69,6 +76,10 @@ def reproducer(p: FuzzProgram) -> str:
     return "\n".join(lines)
 
 
+#: Failures of one run compiled again with the IR verified after each pass (one compile each).
+MAX_DIAGNOSED = 50
+
+
 def run_programs(
     n: int,
     configs: list[str],
@@ -84,14 +95,17 @@ def run_programs(
     """``n`` generated programs (seeds ``seed .. seed+n-1``) on ``configs`` against the oracle.
 
     Every (program, configuration) is one task for a pool of ``jobs`` persistent workers (default: the
-    usable CPUs); only failures are minimised, afterwards, in one worker.
+    usable CPUs); only failures are minimised, afterwards, in one worker. Every failure that is not a hang
+    is compiled once more with the IR verified after each pass (:func:`driver.invalid_ir_pass`), and a pass
+    that built invalid IR is kept in :attr:`Failure.invalid_ir`. With ``progress`` each failure is also
+    printed as it comes, so a run stopped early still shows what it found.
     """
     rep = Report()
     start = time.perf_counter()
     pool = driver.Pool(jobs or driver.default_jobs(), timeout)
     try:
         progs: dict[int, tuple[FuzzProgram, dict]] = {}
-        tasks: list[tuple[str, tuple]] = []
+        tasks: list[driver.Task] = []
         keys: list[tuple[int, str]] = []
         for s in range(seed, seed + n):
             prog = Generator(s, max_groups=max_groups).program()
@@ -104,7 +118,7 @@ def run_programs(
             rep.programs += 1
             progs[s] = (prog, want)
             for c in configs:
-                tasks.append(("run", (prog.source(), arrays, c)))
+                tasks.append((driver.run_one, (prog.source(), arrays, c)))
                 keys.append((s, c))
         done = 0
         for k, answer in pool.run(tasks):
@@ -114,16 +128,23 @@ def run_programs(
             rep.counts[(c, out.kind)] += 1
             if out.kind != "agree":
                 rep.failures.append(Failure(s, c, out.kind, out.detail, prog))
+                if progress:
+                    print(f"  failure: {rep.failures[-1].headline()}", flush=True)
             done += 1
             if progress and done % (50 * len(configs)) == 0:
                 print(f"  {done // len(configs)}/{rep.programs} programs, {len(rep.failures)} failures", flush=True)
         rep.failures.sort(key=lambda f: (f.seed, f.config))
-        if minimise_failures and rep.failures:
+        if rep.failures:
             worker = driver.Worker(timeout)
             try:
-                for f in rep.failures[:max_minimise]:
-                    sig = signature(f.kind, f.detail)
-                    f.minimised = minimise(f.program, _still_fails(worker, f.config, sig), budget=120)
+                for f in rep.failures[:MAX_DIAGNOSED]:
+                    if f.kind != "hang":
+                        answer = worker.call(driver.invalid_ir_pass, (f.program.source(), f.program.arrays(), f.config))
+                        f.invalid_ir = answer if isinstance(answer, str) else ""
+                if minimise_failures:
+                    for f in rep.failures[:max_minimise]:
+                        sig = signature(f.kind, f.detail)
+                        f.minimised = minimise(f.program, _still_fails(worker, f.config, sig), budget=120)
             finally:
                 worker.close()
     finally:
@@ -151,7 +172,7 @@ def _still_fails(worker: driver.Worker, config: str, sig: tuple[str, str]):  # n
     def fails(p: FuzzProgram) -> bool:
         arrays = p.arrays()
         want = oracle.evaluate(p, arrays)
-        out = driver.classify(want, worker.call("run", (p.source(), arrays, config)), config, _loose(p))
+        out = driver.classify(want, worker.call(driver.run_one, (p.source(), arrays, config)), config, _loose(p))
         return signature(out.kind, out.detail) == sig
 
     return fails
@@ -167,7 +188,7 @@ def run_mutants(
     texts = mutants(seeds, n, seed)
     pool = driver.Pool(jobs or driver.default_jobs(), timeout)
     try:
-        for k, (status, detail) in pool.run([("text", (text, configs)) for text in texts]):
+        for k, (status, detail) in pool.run([(driver.compile_text, (text, configs)) for text in texts]):
             kind = {"ok": "agree"}.get(status, status)
             rep.counts[("mutants", kind)] += 1
             rep.programs += 1

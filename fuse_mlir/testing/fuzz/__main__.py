@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(rep.table(configs))
         for f in rep.failures:
-            print(f"\n=== seed {f.seed} on {f.config}: {f.kind}: {f.detail.splitlines()[0] if f.detail else ''}")
+            print(f"\n=== {f.headline()}")
+            if f.invalid_ir:
+                print(f.invalid_ir.splitlines()[0])
             print(reproducer(f.minimised or f.program))
         failed |= bool(rep.failures)
     if m:

@@ -6,13 +6,24 @@ FuseError, or a FuseError where the oracle has a value); ``hang`` (the
 worker passed the per-program timeout and was killed). Text mutants are
 run by the same workers (:mod:`fuse_mlir.testing.fuzz.mutate`): there a
 FuseError with a location is a pass, anything else a crash.
+
+A task is a module-level function and its arguments (both pickled to a
+spawned worker). Workers die with the process that started them (Linux's
+parent-death signal), so a driver killed while a worker is stuck in a
+runaway compile leaves nothing running. A failure is compiled once more with
+the IR verified after every pass (``FUSE_VERIFY=each``), so a pass that
+builds invalid IR is named in the report instead of surfacing as an LLVM
+parse error or as wrong values.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
+import sys
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +55,7 @@ def available_configs() -> list[str]:
 # ----------------------------------------------------------------------------- in the worker
 
 
-def _run_one(source: str, arrays: dict[str, np.ndarray], config: str) -> tuple[str, Any]:
+def run_one(source: str, arrays: dict[str, np.ndarray], config: str) -> tuple[str, Any]:
     """Compile and run ``source`` on one configuration: ("ok", outputs) | ("fuse_error", text) | ("crash", tb)."""
     from fuse_mlir import FuseError, Program
 
@@ -60,7 +71,34 @@ def _run_one(source: str, arrays: dict[str, np.ndarray], config: str) -> tuple[s
         return "crash", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"
 
 
-def _compile_text(source: str, configs: list[str]) -> tuple[str, str]:
+def invalid_ir_pass(source: str, arrays: dict[str, np.ndarray], config: str) -> str | None:
+    """Compile and run ``source`` again, uncached, with the IR verified after every pass: the verifier's error,
+    which names the pass that built invalid IR, or None when every pass's output verifies.
+
+    The driver asks this of each failure: invalid IR can crash LLVM, or compile and give wrong values (a
+    float32 stored into a float64 buffer writes half of each element), and either way the pass is the lead.
+    """
+    from fuse_mlir import Program
+
+    options = dict(CONFIGS[config])
+    if options["backend"] == "llvm":
+        options["cache"] = False  # a cached kernel would skip the lowering
+    before = os.environ.get("FUSE_VERIFY")
+    os.environ["FUSE_VERIFY"] = "each"
+    try:
+        Program(source).compile(**options)(**{k: v.copy() for k, v in arrays.items()})
+    except Exception as e:  # noqa: BLE001 - only a verifier's message is wanted here
+        text = str(e)
+        return text if "does not verify" in text else None
+    finally:
+        if before is None:
+            del os.environ["FUSE_VERIFY"]
+        else:
+            os.environ["FUSE_VERIFY"] = before
+    return None
+
+
+def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
     """A text mutant: parse, resolve, lower and compile (and run on tiny inputs when it names none)."""
     from fuse_mlir import FuseError, Program
 
@@ -93,7 +131,23 @@ def _located(text: str) -> bool:
     return re.search(r"^[^\n:]*:\d+:\d+: ", text, re.M) is not None
 
 
-def _worker(conn: Any) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Ask the kernel to kill this process when its parent dies (Linux ``PR_SET_PDEATHSIG``); exit at once if
+    the parent is already gone (it died before the request took effect)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl in this libc
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker(conn: Any, parent: int) -> None:
+    _die_with_parent(parent)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     while True:
         try:
@@ -102,12 +156,11 @@ def _worker(conn: Any) -> None:
             return
         if task is None:
             return
-        kind, payload = task
-        if kind == "run":
-            result = _run_one(*payload)
-        else:
-            result = _compile_text(*payload)
-        conn.send(result)
+        fn, args = task
+        conn.send(fn(*args))
+
+
+Task = tuple[Callable[..., Any], tuple]
 
 
 class Worker:
@@ -122,25 +175,31 @@ class Worker:
     def start(self) -> None:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, os.getpid()), daemon=True)
         self.proc.start()
         self.conn = parent
 
-    def call(self, kind: str, payload: tuple) -> tuple[str, Any]:
+    def call(self, fn: Callable[..., Any], args: tuple) -> Any:
+        """``fn(*args)`` in the worker: its answer, or ``("hang", ...)`` / ``("crash", ...)``."""
         if self.proc is None or not self.proc.is_alive():
             self.start()
         try:
-            self.conn.send((kind, payload))
+            self.conn.send((fn, args))
             if self.conn.poll(self.timeout):
                 return self.conn.recv()
         except (EOFError, BrokenPipeError, OSError) as e:
-            self.kill()
-            return "crash", f"worker died: {type(e).__name__} (exit code {self.exitcode()})"
+            return "crash", f"worker died: {type(e).__name__} (exit code {self.reap()})"
         self.kill()
         return "hang", f"no answer in {self.timeout:.0f} s"
 
-    def exitcode(self) -> Any:
-        return None if self.proc is None else self.proc.exitcode
+    def reap(self) -> int | None:
+        """The exit code of a worker whose pipe broke (it died, or is about to), after making sure it is gone."""
+        code = None
+        if self.proc is not None and self.proc.pid is not None:
+            self.proc.join(5)
+            code = self.proc.exitcode
+        self.kill()
+        return code
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.pid is not None:  # a process whose start failed has no pid
@@ -170,7 +229,7 @@ class Pool:
         self.workers = [Worker(timeout) for _ in range(max(1, size))]
         self.timeout = timeout
 
-    def run(self, tasks: list[tuple[str, tuple]]) -> Any:
+    def run(self, tasks: list[Task]) -> Iterator[tuple[int, Any]]:
         import time
         from multiprocessing.connection import wait
 
@@ -180,11 +239,11 @@ class Pool:
             for slot, w in enumerate(self.workers):
                 if slot in busy or not todo:
                     continue
-                k, (kind, payload) = todo.pop()
+                k, task = todo.pop()
                 if w.proc is None or not w.proc.is_alive():
                     w.start()
                 try:
-                    w.conn.send((kind, payload))
+                    w.conn.send(task)
                     busy[slot] = (k, time.monotonic())
                 except (BrokenPipeError, OSError) as e:
                     w.kill()
@@ -201,8 +260,7 @@ class Pool:
                     try:
                         answer = w.conn.recv()
                     except (EOFError, OSError) as e:
-                        w.kill()
-                        answer = ("crash", f"worker died: {type(e).__name__} (exit code {w.exitcode()})")
+                        answer = ("crash", f"worker died: {type(e).__name__} (exit code {w.reap()})")
                     del busy[slot]
                     yield k, answer
                 elif time.monotonic() - start > self.timeout:

@@ -1,0 +1,184 @@
+"""The fuzzer's driver: its watchdog pool (hangs, dead workers, workers that outlive a killed driver) and the
+per-pass verification that names a pass building invalid IR.
+
+Fast (no generated programs), so not marked ``fuzz``: the quick subset runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+from xdsl.dialects.arith import TruncFOp
+from xdsl.dialects.builtin import ModuleOp, f32
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from fuse_mlir import FuseError, Program
+from fuse_mlir.passes import AnalysisManager, FusePass
+from fuse_mlir.passes.lowering import lower_to_loop, verify_mode
+from fuse_mlir.passes.registry import register_pass, unregister_pass
+from fuse_mlir.targets import get_target
+from fuse_mlir.testing.fuzz import driver
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pool_reports_a_hang_and_goes_on_with_a_fresh_worker() -> None:
+    pool = driver.Pool(1, timeout=1.0)
+    try:
+        answers = dict(pool.run([(time.sleep, (30,)), (os.getpid, ())]))
+    finally:
+        pool.close()
+    assert answers[0] == ("hang", "no answer in 1 s")
+    assert isinstance(answers[1], int) and answers[1] != os.getpid()
+
+
+def test_pool_reports_a_worker_that_dies() -> None:
+    pool = driver.Pool(1, timeout=30.0)
+    try:
+        answers = dict(pool.run([(os._exit, (3,)), (abs, (-2,))]))
+    finally:
+        pool.close()
+    kind, detail = answers[0]
+    assert kind == "crash" and detail.startswith("worker died") and "exit code 3" in detail
+    assert answers[1] == 2  # the next task runs on a fresh worker
+
+
+def test_worker_call_hang_and_answer() -> None:
+    w = driver.Worker(timeout=1.0)
+    try:
+        assert w.call(abs, (-5,)) == 5
+        assert w.call(time.sleep, (30,)) == ("hang", "no answer in 1 s")
+        assert w.call(abs, (-6,)) == 6
+    finally:
+        w.close()
+
+
+_DRIVER = """
+import sys, time
+from fuse_mlir.targets import get_target
+from fuse_mlir.testing.fuzz import driver
+w = driver.Worker(600)
+w.start()
+w.conn.send((time.sleep, (600,)))  # a worker stuck in a task, as in a runaway compile
+print(w.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_busy_worker_dies_with_a_killed_driver() -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        worker = int(proc.stdout.readline())
+        time.sleep(1.0)  # let the worker take the task
+        assert _alive(worker)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 15
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        alive = _alive(worker)
+        if alive:
+            os.kill(worker, signal.SIGKILL)
+        assert not alive, "the worker outlived its driver"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its new parent to reap it counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# ----------------------------------------------------------------------------- naming the pass that broke the IR
+
+
+MISTYPED = "llvm-mistyped"
+
+
+@pytest.fixture
+def mistyping_pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A driver configuration whose pipeline is O2's plus a loop-level pass that stores float32 values into
+    float64 buffers: the class of the fuse-rows bug of seed 913330, which LLVM compiled into wrong values or
+    refused to parse. Yields the pipeline text (it is part of the kernel cache key, so no other test's kernel
+    is touched)."""
+
+    @register_pass
+    @dataclass(frozen=True)
+    class Mistype(FusePass):
+        """Store a float32 truncation of every stored value (invalid IR where the buffer holds float64)."""
+
+        name = "test-mistype-store"
+        level = "loop"
+
+        def run(self, ctx: Context, module: ModuleOp, analyses: AnalysisManager) -> bool:
+            for op in list(module.walk()):
+                if op.name == "loop.store":
+                    trunc = TruncFOp(op.operands[0], f32)
+                    Rewriter.insert_op(trunc, InsertPoint.before(op))
+                    op.operands[0] = trunc.result
+            return True
+
+    pipeline = get_target("llvm").pipeline("O2") + ",test-mistype-store"
+    monkeypatch.setitem(driver.CONFIGS, MISTYPED, {"backend": "llvm", "pipeline": pipeline})
+    try:
+        yield pipeline
+    finally:
+        unregister_pass("test-mistype-store")
+
+
+SOURCE = "Y[i] = relu(X[i]) 2\nexport Y\n"
+
+
+def test_invalid_ir_gives_wrong_values_and_the_driver_names_the_pass(mistyping_pipeline: str) -> None:
+    arrays = {"X": np.array([1.0, -2.0, 3.0])}
+    # Unverified (the default compile), the broken IR runs: the values are wrong, not an error. So the driver
+    # diagnoses disagreements too, not only crashes.
+    status, out = driver.run_one(SOURCE, arrays, MISTYPED)
+    assert status == "ok" and not np.allclose(out["Y"], [2.0, 0.0, 6.0])
+    why = driver.invalid_ir_pass(SOURCE, arrays, MISTYPED)
+    assert why is not None and "IR does not verify after pass 'test-mistype-store': loop.store: storing f32" in why
+    assert os.environ.get("FUSE_VERIFY") is None  # restored
+
+
+def test_invalid_ir_pass_is_none_when_every_pass_verifies() -> None:
+    arrays = {"X": np.array([1.0, -2.0, 3.0])}
+    for config in ("reference", "llvm-O0", "llvm-O2"):
+        assert driver.invalid_ir_pass(SOURCE, arrays, config) is None
+
+
+def test_lower_to_loop_verify_modes(mistyping_pipeline: str) -> None:
+    te = Program(SOURCE).lower({"X": np.float64}).module
+    lower_to_loop(te, pipeline=mistyping_pipeline, verify=False)  # nothing checks: the invalid module comes back
+    with pytest.raises(Exception, match="storing f32 into a buffer of f64") as end:
+        lower_to_loop(te, pipeline=mistyping_pipeline, verify=True)
+    assert "test-mistype-store" not in str(end.value)  # verifying the result cannot say which pass broke it
+    with pytest.raises(FuseError, match="IR does not verify after pass 'test-mistype-store'"):
+        lower_to_loop(te, pipeline=mistyping_pipeline, verify="each")
+
+
+def test_verify_mode_reads_fuse_verify(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value, mode in (("", None), ("0", None), ("1", "end"), ("end", "end"), ("each", "each")):
+        monkeypatch.setenv("FUSE_VERIFY", value)
+        assert verify_mode(None) == mode
+    assert verify_mode(False) is None and verify_mode(True) == "end"
+    monkeypatch.setenv("FUSE_VERIFY", "yes")
+    with pytest.raises(FuseError, match="FUSE_VERIFY: 0, 1, end or each"):
+        verify_mode(None)
