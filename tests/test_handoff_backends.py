@@ -95,6 +95,24 @@ def test_blocks(backend, name, src):
     same(Program(src), {n: a for n, a in inputs.items() if f"{n}[" in src}, backend)
 
 
+# Builtins the runtime runs on NumPy (loop.host_call; numba leaves nopython mode for them), with a result no export
+# reads: the call stays for its checks. Numba rejected a typed objmode output that is never read after the block
+# (fuzzer seeds 916064 and 916080, a dead concat), so each runs dead, and read, on every hand-off.
+HOST_CALLS = [
+    ("concat", "T[i, c] = concat(X[i, c], P[i, c], axis=c)"),
+    ("tucker_dense", "T[i, j] = tucker_dense(X[i, j], rank=1)"),
+]
+
+
+@pytest.mark.parametrize("name,eq", HOST_CALLS, ids=[h[0] for h in HOST_CALLS])
+@pytest.mark.parametrize("dead", [True, False], ids=["dead", "read"])
+def test_host_calls_dead_or_read(backend, name, eq, dead):
+    rng = np.random.default_rng(5)
+    inputs = {"X": rng.standard_normal((3, 4)), "P": rng.standard_normal((3, 2))}
+    src = f"{eq}\nY[i] = X[i, 0] 2\nexport Y" if dead else f"{eq}\nY[i] = T[i, 1] 2\nexport Y, T"
+    same(Program(src), {n: a for n, a in inputs.items() if f"{n}[" in src}, backend, rtol=1e-9)
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_examples(backend, path, tmp_path):
     prog = Program.from_file(path)

@@ -408,7 +408,10 @@ class Renderer:
     def host_call(self, op: loop.HostCallOp, depth: int, loops: int, in_prange: bool) -> None:
         cid = op.attributes["id"].value.data  # type: ignore[attr-defined]
         outs = [self.name(r) for r in op.outputs]
-        types = ", ".join(f"{o}='{numba_array_type(r.type)}'" for o, r in zip(outs, op.outputs))
+        # objmode types the outputs that leave the block, and numba rejects a typed one that is never read after
+        # it ("Invalid type annotation on non-outgoing variables"): a dead result (an unused concat, kept for its
+        # checks) stays an untyped local of the object-mode block.
+        types = ", ".join(f"{o}='{numba_array_type(r.type)}'" for o, r in zip(outs, op.outputs) if r.uses)
         ins = "".join(f"{self.name(v)}, " for v in op.inputs)
         self.emit(depth, f"with objmode({types}):")
         self.emit(depth + 1, f"{''.join(o + ', ' for o in outs)}= _host({cid}, ({ins}))")
