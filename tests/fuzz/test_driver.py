@@ -149,13 +149,16 @@ SOURCE = "Y[i] = relu(X[i]) 2\nexport Y\n"
 
 def test_invalid_ir_gives_wrong_values_and_the_driver_names_the_pass(mistyping_pipeline: str) -> None:
     arrays = {"X": np.array([1.0, -2.0, 3.0])}
+    before = os.environ.get("FUSE_VERIFY")
     # Unverified (the default compile), the broken IR runs: the values are wrong, not an error. So the driver
     # diagnoses disagreements too, not only crashes.
-    status, out = driver.run_one(SOURCE, arrays, MISTYPED)
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("FUSE_VERIFY", raising=False)
+        status, out = driver.run_one(SOURCE, arrays, MISTYPED)
     assert status == "ok" and not np.allclose(out["Y"], [2.0, 0.0, 6.0])
     why = driver.invalid_ir_pass(SOURCE, arrays, MISTYPED)
     assert why is not None and "IR does not verify after pass 'test-mistype-store': loop.store: storing f32" in why
-    assert os.environ.get("FUSE_VERIFY") is None  # restored
+    assert os.environ.get("FUSE_VERIFY") == before  # restored
 
 
 def test_invalid_ir_pass_is_none_when_every_pass_verifies() -> None:

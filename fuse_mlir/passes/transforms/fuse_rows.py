@@ -366,7 +366,7 @@ def _keys(loop_op: loop.ForOp, table: dict[tuple, int]) -> dict[SSAValue, int] |
     return keys
 
 
-def _size(v: SSAValue, block: Block, memo: dict[SSAValue, int]) -> int:
+def _size(v: SSAValue, block: Block) -> int:
     """How many ops of ``block`` compute ``v`` (its slice within the body)."""
     seen: set[Operation] = set()
     work = [v]
@@ -433,7 +433,7 @@ def _reuse_phase_values(body: Block) -> None:
                 # Only a match no other match uses can be the largest (a user's slice holds v's and itself).
                 if any(u in eligible for use in v.uses for u in use.operation.results):
                     continue
-                n = _size(v, mblock, {})
+                n = _size(v, mblock)
                 if n >= REUSE_MIN_OPS and (best is None or n > best[0]):
                     best = (n, v, src)
             if best is None:

@@ -133,7 +133,8 @@ def _located(text: str) -> bool:
 
 def _die_with_parent(parent: int) -> None:
     """Ask the kernel to kill this process when its parent dies (Linux ``PR_SET_PDEATHSIG``); exit at once if
-    the parent is already gone (it died before the request took effect)."""
+    the parent is already gone (it died before the request took effect). The signal follows the thread that
+    started the worker, so a pool belongs to a thread that outlives it (the drivers here use the main one)."""
     if sys.platform.startswith("linux"):
         import ctypes
 
