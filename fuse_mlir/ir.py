@@ -15,7 +15,7 @@ from weakref import WeakKeyDictionary
 from xdsl.context import Context
 from xdsl.dialects.arith import Arith
 from xdsl.dialects.builtin import Builtin, FileLineColLoc, IntAttr, LocationAttr, ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.irdl import AttributeInvT
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
@@ -173,7 +173,8 @@ def set_op_loc(op: Operation, loc: Loc | None) -> None:
 
 
 def verify_module(module: Operation, context: str = "", fallback: Loc | None = None) -> None:
-    """Verify ``module``; on failure raise a :class:`FuseError` located at the first op that fails on its own.
+    """Verify ``module`` (each op's verifier, then :func:`check_dominance`); on failure raise a
+    :class:`FuseError` located at the first op that fails on its own.
 
     ``context`` prefixes the message (e.g. ``"after pass 'cse': "``); ``fallback`` is the location used
     when no single op fails on its own.
@@ -191,6 +192,64 @@ def verify_module(module: Operation, context: str = "", fallback: Loc | None = N
                     detail = f"{op.name}: {detail}"
                 raise FuseError(context + detail, op_loc(op)) from None
         raise FuseError(context + message, fallback) from None
+    bad = check_dominance(module)
+    if bad is not None:
+        op, k = bad
+        raise FuseError(
+            f"{context}{op.name}: operand {k} is used where its definition is not visible "
+            "(defined later in the block, or inside a region this op is not in)",
+            op_loc(op) or fallback,
+        )
+
+
+def check_dominance(module: Operation) -> tuple[Operation, int] | None:
+    """The first op (and operand number) that uses a value its definition does not dominate, or None.
+
+    xDSL's verifier checks each op's own constraints but not SSA dominance, so a lowering that reads a value
+    outside the region defining it (a ``loop.dim`` hoisted out of the ``loop.while`` that computes its buffer)
+    verified, and failed later in the LLVM lowering. In a single-block region a value is visible to the ops
+    after its definition and to the regions nested in them; in a region of several blocks (the llvm
+    dialect's branches) every value of the region's blocks counts as visible there, a check this leaves to
+    LLVM's own verifier. One walk with an undo list: linear in the module's size.
+    """
+    visible: set[SSAValue] = set()
+
+    def block(b: Block) -> tuple[Operation, int] | None:
+        visible.update(b.args)
+        for op in b.ops:
+            for k, operand in enumerate(op.operands):
+                if operand not in visible:
+                    return op, k
+            for r in op.regions:
+                bad = region(r)
+                if bad is not None:
+                    return bad
+            visible.update(op.results)
+        return None
+
+    def region(r: Region) -> tuple[Operation, int] | None:
+        blocks = list(r.blocks)
+        local: list[SSAValue] = []
+        for b in blocks:
+            local.extend(b.args)
+            for op in b.ops:
+                local.extend(op.results)
+        if len(blocks) > 1:
+            visible.update(local)
+        try:
+            for b in blocks:
+                bad = block(b)
+                if bad is not None:
+                    return bad
+            return None
+        finally:
+            visible.difference_update(local)
+
+    for r in module.regions:
+        bad = region(r)
+        if bad is not None:
+            return bad
+    return None
 
 
 def parse_mlir(

@@ -16,7 +16,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from fuse_mlir.diagnostics import FuseError
-from fuse_mlir.ir import make_context
+from fuse_mlir.ir import make_context, verify_module
 from fuse_mlir.passes.instruments import VerifyEach
 from fuse_mlir.passes.levels import lowering_spec, module_level
 from fuse_mlir.passes.pipeline import PassFailure, Pipeline
@@ -69,7 +69,9 @@ def lower_to_loop(
     if spec:
         Pipeline.parse(spec, source="<lowering to loop>", hooks=hooks).run(module, ctx)
     if mode == "end":
-        module.verify()
+        verify_module(
+            module, "IR does not verify after the pipeline and the lowering to loop (FUSE_VERIFY=each names the pass): "
+        )
     return module
 
 

@@ -253,16 +253,21 @@ class EwToLoop:
             raise FuseError(f"lower-ew-to-loop: a value of type {v.type} is used before it is lowered") from None
 
     def buffer_dim(self, buf: SSAValue, axis: int) -> SSAValue:
-        """``loop.dim`` of a top-level buffer, emitted once in the function body.
+        """``loop.dim`` of a buffer, emitted once, at the end of the block that defines the buffer.
 
-        Appending to the function body is right even while a loop nest is being
+        That is the function body for every buffer but those a ``loop.while``
+        body computes (a host call's result in a fixpoint group: its extents are
+        known only once the call has run), whose extents are read in that body.
+        Appending to the defining block is right even while a loop nest is being
         built: the nest's outermost loop is appended only once its body is done.
         """
         key = (buf, axis)
         v = self.dims.get(key)
         if v is None:
             op = loop.DimOp(buf, axis)
-            self.top.add_op(op)
+            owner = buf.owner
+            block = owner if isinstance(owner, Block) else owner.parent_block()
+            (self.top if block is None or self.at_top(buf) else block).add_op(op)
             v = self.dims[key] = op.results[0]
         return v
 
