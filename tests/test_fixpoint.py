@@ -254,3 +254,47 @@ def test_host_calls_in_recursive_groups(name, opt_level, monkeypatch):
     for k in want:
         np.testing.assert_allclose(out[k], want[k], rtol=1e-12, atol=1e-12)
     assert got.last_run.groups[0].iterations == ref.last_run.groups[0].iterations > 1
+
+
+def _wrapped_corpus() -> list[tuple[str, str, dict[str, np.ndarray]]]:
+    """Every builtin and one-line semantics case as the start of a recursive group: ``Y = expr`` becomes
+    ``Y = expr; Y += 0.5 Y``, so the whole expression is lowered inside the group's loop (converging to twice its
+    value). The class of the fixpoint lowering bugs above: ops lowered in a loop.while body and the carried
+    values' types (a numeric-position write made a tensor<2x?xf64> state that lower-te-to-ew left half retyped)."""
+    import re
+
+    from tests.test_builtins_lang import AXIS, ELEMENTWISE, M, P, X, softmax
+    from tests.test_semantics import CASES
+
+    inputs = dict(X=X, P=P, M=M, S=softmax(X, 1), G=X)
+    corpus = [(name, src, inputs) for name, src, _ in AXIS]
+    corpus += [(name, f"Y[i,j] = {expr}", dict(X=x)) for name, expr, x, _ in ELEMENTWISE]
+    corpus += [(n, s, i) for n, s, i, _ in CASES if "\n" not in s and re.match(r"^\w+(\[[^\]]*\])? = ", s)]
+    out = []
+    for name, src, ins in corpus:
+        lhs = src.split(" = ")[0].replace(".", "")
+        used = {k: v for k, v in ins.items() if re.search(rf"\b{k}[\[(]", src)}
+        out.append((name, f"{src}\n{lhs} += 0.5 {lhs}", used))
+    return out
+
+
+WRAPPED = _wrapped_corpus()
+
+
+@pytest.mark.parametrize("opt_level", [0, 2])
+@pytest.mark.parametrize("name,src,inputs", WRAPPED, ids=[w[0] for w in WRAPPED])
+def test_every_construct_inside_a_recursive_group(name, src, inputs, opt_level, monkeypatch):
+    monkeypatch.setenv("FUSE_VERIFY", "each")
+    settings = dict(mode="fixpoint", max_iters=200, atol=0.0, rtol=1e-13)
+    ref = Program(src).compile("reference", **settings)
+    try:
+        want = ref(**inputs)
+    except FuseError:
+        pytest.skip("the reference rejects this group (e.g. an integer result cannot take 0.5 of itself)")
+    run = Program(src).compile("llvm", opt_level=opt_level, cache=False, **settings)
+    got = run(**inputs)
+    assert list(got) == list(want)
+    for k in want:
+        assert got[k].dtype == want[k].dtype, k
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-9, atol=1e-12, err_msg=k)
+    assert run.last_run.groups[0].iterations == ref.last_run.groups[0].iterations

@@ -29,11 +29,13 @@ from typing import ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, UnregisteredOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.rewriter import Rewriter
 
 from fuse_mlir.diagnostics import FuseError
+from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.passes.conversions.te_to_ew import access, block, contract, elementwise, reduce
 from fuse_mlir.passes.conversions.te_to_ew.lowering import TeLowering, TeOpPattern
@@ -41,7 +43,13 @@ from fuse_mlir.passes.registry import register_pass
 
 
 class LowerFixpoint(TeOpPattern):
-    """The same ``te.fixpoint`` around its lowered body (extents met inside stay inside)."""
+    """The same ``te.fixpoint`` around its lowered body (extents met inside stay inside).
+
+    The body is lowered first (regions are walked first), against the carried values' te types; the rebuilt op
+    carries its lowered inits' types, which can be less static (``tensor<2x?xf64>`` becomes ``tensor<?x?xf64>``
+    once a ``te.broadcast`` init is an ``ew.generic``). A kernel of the body that reads a carried value as a
+    table holds that value's type in its block's arguments too, so those are retyped with it.
+    """
 
     op_type = te.FixpointOp
 
@@ -51,6 +59,8 @@ class LowerFixpoint(TeOpPattern):
         old_block = op.body.block
         self.lo.forget_inside(op)
         for old_arg, new_arg in zip(old_block.args, new_block.args):
+            if old_arg.type != new_arg.type:
+                _retype_tables(old_arg, new_arg.type)
             old_arg.replace_all_uses_with(new_arg)
         for o in list(old_block.ops):
             o.detach()
@@ -67,6 +77,18 @@ class LowerFixpoint(TeOpPattern):
         )
         self.lo.emit(new)
         return list(new.outputs)
+
+
+def _retype_tables(value: SSAValue, new_type: Attribute) -> None:
+    """Give the body argument that mirrors ``value`` in each ``ew.generic`` reading it as a table ``new_type``
+    (the type ``value`` is about to be replaced with a value of)."""
+    for use in list(value.uses):
+        user = use.operation
+        if isinstance(user, ew.GenericOp):
+            n_inputs = len(user.inputs)
+            k = use.index - n_inputs
+            if 0 <= k < len(user.tables):
+                Rewriter.replace_value_with_new_type(user.body.block.args[n_inputs + k], new_type)
 
 
 class NoLowering(RewritePattern):
