@@ -281,9 +281,10 @@ def _wrapped_corpus() -> list[tuple[str, str, dict[str, np.ndarray]]]:
 WRAPPED = _wrapped_corpus()
 
 
-@pytest.mark.parametrize("opt_level", [0, 2])
 @pytest.mark.parametrize("name,src,inputs", WRAPPED, ids=[w[0] for w in WRAPPED])
-def test_every_construct_inside_a_recursive_group(name, src, inputs, opt_level, monkeypatch):
+def test_every_construct_inside_a_recursive_group(name, src, inputs, monkeypatch):
+    """At O2 (fusion, in-place and row passes run on the group's body too); the lowerings are the same at O0,
+    which the host-call groups above also run."""
     monkeypatch.setenv("FUSE_VERIFY", "each")
     settings = dict(mode="fixpoint", max_iters=200, atol=0.0, rtol=1e-13)
     ref = Program(src).compile("reference", **settings)
@@ -291,7 +292,7 @@ def test_every_construct_inside_a_recursive_group(name, src, inputs, opt_level, 
         want = ref(**inputs)
     except FuseError:
         pytest.skip("the reference rejects this group (e.g. an integer result cannot take 0.5 of itself)")
-    run = Program(src).compile("llvm", opt_level=opt_level, cache=False, **settings)
+    run = Program(src).compile("llvm", cache=False, **settings)
     got = run(**inputs)
     assert list(got) == list(want)
     for k in want:

@@ -56,12 +56,13 @@ class Report:
     seconds: float = 0.0
 
     def table(self, configs: list[str]) -> str:
-        head = f"{'backend':<10} {'programs':>8} {'agree':>7} {'disagree':>9} {'crash':>6} {'hang':>5}"
+        w = max([10, *(len(c) for c in configs)])
+        head = f"{'backend':<{w}} {'programs':>8} {'agree':>7} {'disagree':>9} {'crash':>6} {'hang':>5}"
         rows = [head]
         for c in configs:
             n = sum(self.counts[(c, k)] for k in ("agree", "disagree", "crash", "hang"))
             rows.append(
-                f"{c:<10} {n:>8} {self.counts[(c, 'agree')]:>7} {self.counts[(c, 'disagree')]:>9} "
+                f"{c:<{w}} {n:>8} {self.counts[(c, 'agree')]:>7} {self.counts[(c, 'disagree')]:>9} "
                 f"{self.counts[(c, 'crash')]:>6} {self.counts[(c, 'hang')]:>5}"
             )
         rows.append(f"{self.programs} programs ({self.skipped} skipped: value left open), {self.seconds:.0f} s")

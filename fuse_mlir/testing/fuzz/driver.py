@@ -34,6 +34,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "reference": {"backend": "reference"},
     "llvm-O0": {"backend": "llvm", "opt_level": 0},
     "llvm-O2": {"backend": "llvm", "opt_level": 2},
+    # Every parallel nest of two or more iterations split over two threads: the generated programs are small, so
+    # at the default parallel_min (65536) none of them would run the threaded code.
+    "llvm-threads": {"backend": "llvm", "opt_level": 2, "threads": 2, "parallel_min": 0},
     "torch": {"backend": "torch"},
     "jax": {"backend": "jax"},
     "numba": {"backend": "numba"},
