@@ -214,8 +214,9 @@ def check_dominance(module: Operation) -> tuple[Operation, int] | None:
     """
     visible: set[SSAValue] = set()
 
-    def block(b: Block) -> tuple[Operation, int] | None:
+    def block(b: Block, added: list[SSAValue]) -> tuple[Operation, int] | None:
         visible.update(b.args)
+        added.extend(b.args)
         for op in b.ops:
             for k, operand in enumerate(op.operands):
                 if operand not in visible:
@@ -225,25 +226,26 @@ def check_dominance(module: Operation) -> tuple[Operation, int] | None:
                 if bad is not None:
                     return bad
             visible.update(op.results)
+            added.extend(op.results)
         return None
 
     def region(r: Region) -> tuple[Operation, int] | None:
         blocks = list(r.blocks)
-        local: list[SSAValue] = []
-        for b in blocks:
-            local.extend(b.args)
-            for op in b.ops:
-                local.extend(op.results)
+        added: list[SSAValue] = []  # what this region made visible: taken back when it is done
         if len(blocks) > 1:
-            visible.update(local)
+            for b in blocks:
+                added.extend(b.args)
+                for op in b.ops:
+                    added.extend(op.results)
+            visible.update(added)
         try:
             for b in blocks:
-                bad = block(b)
+                bad = block(b, added)
                 if bad is not None:
                     return bad
             return None
         finally:
-            visible.difference_update(local)
+            visible.difference_update(added)
 
     for r in module.regions:
         bad = region(r)

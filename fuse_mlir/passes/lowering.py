@@ -19,15 +19,16 @@ from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.ir import make_context, verify_module
 from fuse_mlir.passes.instruments import VerifyEach
 from fuse_mlir.passes.levels import lowering_spec, module_level
-from fuse_mlir.passes.pipeline import PassFailure, Pipeline
+from fuse_mlir.passes.pipeline import Hooks, PassFailure, Pipeline
 from fuse_mlir.passes.registry import get_pass
 from fuse_mlir.targets import PARALLEL_MIN, get_target
 
 
-def lower_to(module: ModuleOp, level: str, ctx: Context | None = None) -> ModuleOp:
-    """Lower ``module`` in place to ``level`` (from the level its ops show) and return it."""
+def lower_to(module: ModuleOp, level: str, ctx: Context | None = None, hooks: Hooks | None = None) -> ModuleOp:
+    """Lower ``module`` in place to ``level`` (from the level its ops show) and return it; ``hooks`` (another
+    pipeline's instruments) run around each lowering."""
     spec = lowering_spec(module_level(module), level)
-    return Pipeline.parse(spec, source=f"<lowering to {level}>").run(module, ctx) if spec else module
+    return Pipeline.parse(spec, source=f"<lowering to {level}>", hooks=hooks).run(module, ctx) if spec else module
 
 
 def lower_to_loop(
@@ -63,11 +64,9 @@ def lower_to_loop(
     if mode == "each":
         pipe.instrument(VerifyEach())
     pipe.run(module, ctx)
-    spec = lowering_spec(module_level(module), "loop")
+    lower_to(module, "loop", ctx, hooks)
     if check_bounds:
-        spec = f"{spec},check-bounds" if spec else "check-bounds"
-    if spec:
-        Pipeline.parse(spec, source="<lowering to loop>", hooks=hooks).run(module, ctx)
+        Pipeline.parse("check-bounds", source="<checked build>", hooks=hooks).run(module, ctx)
     if mode == "end":
         verify_module(
             module, "IR does not verify after the pipeline and the lowering to loop (FUSE_VERIFY=each names the pass): "

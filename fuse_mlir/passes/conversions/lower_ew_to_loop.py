@@ -267,7 +267,7 @@ class EwToLoop:
             op = loop.DimOp(buf, axis)
             owner = buf.owner
             block = owner if isinstance(owner, Block) else owner.parent_block()
-            (self.top if block is None or self.at_top(buf) else block).add_op(op)
+            (block if block is not None else self.top).add_op(op)
             v = self.dims[key] = op.results[0]
         return v
 
