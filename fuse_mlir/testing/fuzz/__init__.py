@@ -71,7 +71,11 @@ class Report:
 
 def reproducer(p: FuzzProgram) -> str:
     """A program's text and its inputs, ready to paste into a test."""
-    lines = [p.source().rstrip(), "# inputs:"]
+    lines = [p.source().rstrip()]
+    if p.compile_options():
+        opts = ", ".join(f"{k}={v!r}" for k, v in p.compile_options().items())
+        lines.append(f"# compile with: {opts}")
+    lines.append("# inputs:")
     for k, v in p.arrays().items():
         lines.append(f"#   {k} = np.array({v.tolist()!r}, dtype=np.{v.dtype})")
     return "\n".join(lines)
@@ -92,8 +96,12 @@ def run_programs(
     progress: bool = False,
     jobs: int | None = None,
     max_groups: int = 4,
+    fixpoint: float = 0.0,
 ) -> Report:
     """``n`` generated programs (seeds ``seed .. seed+n-1``) on ``configs`` against the oracle.
+
+    ``fixpoint`` is the share of programs generated with a recursive group, run in fixpoint mode on the
+    configurations that have it (the reference and llvm; the others skip those programs).
 
     Every (program, configuration) is one task for a pool of ``jobs`` persistent workers (default: the
     usable CPUs); only failures are minimised, afterwards, in one worker. Every failure that is not a hang
@@ -105,27 +113,30 @@ def run_programs(
     start = time.perf_counter()
     pool = driver.Pool(jobs or driver.default_jobs(), timeout)
     try:
-        progs: dict[int, tuple[FuzzProgram, dict]] = {}
+        progs: dict[int, tuple[FuzzProgram, dict, set[str]]] = {}
         tasks: list[driver.Task] = []
         keys: list[tuple[int, str]] = []
         for s in range(seed, seed + n):
-            prog = Generator(s, max_groups=max_groups).program()
+            prog = Generator(s, max_groups=max_groups, fixpoint=fixpoint).program()
             arrays = prog.arrays()
+            inexact: set[str] = set()
             try:
-                want = oracle.evaluate(prog, arrays)
+                want = oracle.evaluate(prog, arrays, inexact=inexact)
             except (oracle.Undefined, oracle.Reject):
                 rep.skipped += 1
                 continue
             rep.programs += 1
-            progs[s] = (prog, want)
+            progs[s] = (prog, want, inexact)
+            options = prog.compile_options()
             for c in configs:
-                tasks.append((driver.run_one, (prog.source(), arrays, c)))
-                keys.append((s, c))
+                if driver.supports(c, options):
+                    tasks.append((driver.run_one, (prog.source(), arrays, c, options)))
+                    keys.append((s, c))
         done = 0
         for k, answer in pool.run(tasks):
             s, c = keys[k]
-            prog, want = progs[s]
-            out = driver.classify(want, answer, c, _loose(prog))
+            prog, want, inexact = progs[s]
+            out = driver.classify(want, answer, c, _loose(prog), inexact)
             rep.counts[(c, out.kind)] += 1
             if out.kind != "agree":
                 rep.failures.append(Failure(s, c, out.kind, out.detail, prog))
@@ -133,14 +144,17 @@ def run_programs(
                     print(f"  failure: {rep.failures[-1].headline()}", flush=True)
             done += 1
             if progress and done % (50 * len(configs)) == 0:
-                print(f"  {done // len(configs)}/{rep.programs} programs, {len(rep.failures)} failures", flush=True)
+                print(f"  {done}/{len(tasks)} runs, {len(rep.failures)} failures", flush=True)
         rep.failures.sort(key=lambda f: (f.seed, f.config))
         if rep.failures:
             worker = driver.Worker(timeout)
             try:
                 for f in rep.failures[:MAX_DIAGNOSED]:
                     if f.kind != "hang":
-                        answer = worker.call(driver.invalid_ir_pass, (f.program.source(), f.program.arrays(), f.config))
+                        p = f.program
+                        answer = worker.call(
+                            driver.invalid_ir_pass, (p.source(), p.arrays(), f.config, p.compile_options())
+                        )
                         f.invalid_ir = answer if isinstance(answer, str) else ""
                 if minimise_failures:
                     for f in rep.failures[:max_minimise]:
@@ -172,8 +186,10 @@ def signature(kind: str, detail: str) -> tuple[str, str]:
 def _still_fails(worker: driver.Worker, config: str, sig: tuple[str, str]):  # noqa: ANN202
     def fails(p: FuzzProgram) -> bool:
         arrays = p.arrays()
-        want = oracle.evaluate(p, arrays)
-        out = driver.classify(want, worker.call(driver.run_one, (p.source(), arrays, config)), config, _loose(p))
+        inexact: set[str] = set()
+        want = oracle.evaluate(p, arrays, inexact=inexact)
+        answer = worker.call(driver.run_one, (p.source(), arrays, config, p.compile_options()))
+        out = driver.classify(want, answer, config, _loose(p), inexact)
         return signature(out.kind, out.detail) == sig
 
     return fails

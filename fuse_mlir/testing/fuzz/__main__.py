@@ -21,7 +21,16 @@ def main(argv: list[str] | None = None) -> int:
         "-j", "--jobs", type=int, default=None, help="worker processes (default: the usable CPUs, at most 8)"
     )
     ap.add_argument("--max-groups", type=int, default=4, help="equation groups per program (default 4; CI uses 2)")
+    ap.add_argument(
+        "--fixpoint",
+        type=float,
+        default=0.15,
+        help="share of programs given a recursive group and run in fixpoint mode (default 0.15; "
+        "torch, jax and numba skip them)",
+    )
     args = ap.parse_args(argv)
+    if not 0.0 <= args.fixpoint <= 1.0:
+        ap.error(f"--fixpoint must be between 0 and 1 (got {args.fixpoint})")
     configs = driver.available_configs() if args.backends == "all" or args.long else args.backends.split(",")
     n, m = (20000, 20000) if args.long else (args.programs, args.mutants)
     failed = False
@@ -35,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=True,
             jobs=args.jobs,
             max_groups=args.max_groups,
+            fixpoint=args.fixpoint,
         )
         print(rep.table(configs))
         for f in rep.failures:

@@ -9,12 +9,25 @@ division/pow bases get positive operands, exp gets bounded arguments, and
 comparisons, ``step`` and conditions only see *exact* values (built from
 inputs, small literals, ``+ - *``, relu/abs/max/min and sum/max/min
 projections), so rounding can never flip them.
+
+With ``fixpoint`` > 0 a share of the programs (drawn from a stream of its
+own, so a seed's other programs stay the same) also get a recursive group
+and run in fixpoint mode: a contraction (``R = base + c f(R)`` with
+``|c| <= 1/2`` and ``f`` 1-Lipschitz: elementwise, a transpose or a shift,
+a mean, ``max`` with an input, or a matrix-vector product scaled to
+contract), a shifted recursion (``R[i] = base + f(R[i-1])``, which settles
+exactly after as many runs as the axis is long), or a boolean closure
+(transitive, right-linear, non-linear, mutually recursive or a reachability
+vector; over a 0/1 input or a comparison). The oracle iterates it itself;
+float groups that do not settle within ``max_iters - 2`` runs are redrawn,
+and now and then ``max_iters`` is 2 or 3, so the limit's path is run too.
 """
 
 from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,10 +77,12 @@ class Info:
 class Generator:
     """Draws one program from a seed; :meth:`program` returns a :class:`FuzzProgram` the oracle accepts."""
 
-    def __init__(self, seed: int, *, max_groups: int = 4):
+    def __init__(self, seed: int, *, max_groups: int = 4, fixpoint: float = 0.0):
         self.seed = seed
         self.rng = random.Random(seed)
         self.max_groups = max_groups
+        # drawn from a stream of its own, so the programs of seeds that get no recursive group stay the same
+        self.recursive = fixpoint > 0 and random.Random(f"fixpoint:{seed}").random() < fixpoint
 
     # -- program ------------------------------------------------------------------------------------
 
@@ -103,33 +118,16 @@ class Generator:
         self.fn_defs()
         groups = r.randint(1, self.max_groups)
         for g in range(groups):
-            for _ in range(12):
-                snapshot = (list(p.eqs), dict(p.inputs), dict(self.arrays), dict(self.info), list(p.decls))
-                name = f"T{g}"
-                try:
-                    eqs = self.group(name)
-                    p.eqs.extend(eqs)
-                    vals = oracle.evaluate(p, self.arrays)
-                    out = oracle.Oracle(p, self.arrays)
-                    out.run()
-                    v = out.values[name]
-                    vf = np.asarray(v, dtype=np.float64)
-                    if not np.all(np.isfinite(vf)) or (vf.size and np.max(np.abs(vf)) > 1e5):
-                        raise oracle.Undefined("not finite or too large")
-                    if v.dtype == np.float16:
-                        raise oracle.Reject("float16")
-                    self.info[name] = Info(
-                        float(np.max(np.abs(vf))) if vf.size else 0.0,
-                        all(self.exact_eq(e) for e in eqs) and v.dtype != np.float32,
-                        v.dtype.kind in "iu",
-                        bool(vf.size == 0 or np.min(vf) > 0.25),
-                    )
-                    del vals
-                    break
-                except (oracle.Reject, oracle.Undefined, FloatingPointError, ValueError, IndexError):
-                    p.eqs, p.inputs, self.arrays, self.info, p.decls = snapshot
-            else:
+            if not self.add_group(f"T{g}", self.group):
                 break
+        if self.recursive:
+            p.mode = "fixpoint"
+            p.semi_naive = r.random() < 0.7
+            p.max_iters = r.choice([2, 3]) if r.random() < 0.15 else 64
+            if not self.add_group(f"T{groups}", self.recursive_group):
+                return None
+            if r.random() < 0.5:
+                self.add_group(f"T{groups + 1}", self.group)
         if not p.eqs:
             return None
         defined = list(dict.fromkeys(e.lhs for e in p.eqs))
@@ -155,6 +153,40 @@ class Generator:
         p.inputs = {k: v for k, v in p.inputs.items() if k in used}
         p.data = {k: v for k, v in p.data.items() if k in used}
         return p
+
+    def add_group(self, name: str, make: Callable[[str], list[Eq]]) -> bool:
+        """Append the equations ``make(name)`` draws, redrawn (up to 12 times) until the oracle accepts them
+        with finite values below 1e5 and, for a float recursive group, settling within ``max_iters - 2``
+        runs; False (and the program unchanged) when no draw passes."""
+        p = self.p
+        for _ in range(12):
+            snapshot = (list(p.eqs), dict(p.inputs), dict(self.arrays), dict(self.info), list(p.decls))
+            try:
+                eqs = make(name)
+                p.eqs.extend(eqs)
+                out = oracle.Oracle(p, self.arrays)
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+                    out.run()
+                for label, (runs, converged) in out.runs.items():
+                    if label in out.inexact and p.max_iters > 3 and (not converged or runs > p.max_iters - 2):
+                        raise oracle.Undefined(f"fixpoint of {label} does not settle")
+                for lhs in dict.fromkeys(e.lhs for e in eqs):
+                    v = out.values[lhs]
+                    vf = np.asarray(v, dtype=np.float64)
+                    if not np.all(np.isfinite(vf)) or (vf.size and np.max(np.abs(vf)) > 1e5):
+                        raise oracle.Undefined("not finite or too large")
+                    if v.dtype == np.float16:
+                        raise oracle.Reject("float16")
+                    self.info[lhs] = Info(
+                        float(np.max(np.abs(vf))) if vf.size else 0.0,
+                        all(self.exact_eq(e) for e in eqs) and v.dtype != np.float32,
+                        v.dtype.kind in "iu",
+                        bool(vf.size == 0 or np.min(vf) > 0.25),
+                    )
+                return True
+            except (oracle.Reject, oracle.Undefined, FloatingPointError, ValueError, IndexError):
+                p.eqs, p.inputs, self.arrays, self.info, p.decls = snapshot
+        return False
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -252,6 +284,127 @@ class Generator:
             rhs = self.rhs(lnames, depth=2)
             eqs.append(Eq(name, tuple(lidx), op, rhs, boolean))
         return eqs
+
+    # -- recursive groups (fixpoint mode) ----------------------------------------------------------
+
+    def recursive_group(self, name: str) -> list[Eq]:
+        """A recursive group whose iteration settles by construction (see the module docstring)."""
+        r = self.rng
+        kind = r.choice(["contract", "contract", "shifted", "shifted", "closure"])
+        if kind == "closure":
+            eqs = self.closure_group(name)
+            if eqs:
+                return eqs
+            kind = "shifted"
+        rank = r.choices([1, 2, 3], [3, 4, 2])[0]
+        lnames = r.sample(NAMES, rank)
+        lidx = tuple(IName(n) for n in lnames)
+        self.dot = None
+        base = self.rhs(lnames, depth=1)
+        step = self.shifted_step(name, lnames) if kind == "shifted" else self.contracting_step(name, lnames)
+        # an extent comes from a tensor of known size, and the group's own tensor is not one yet
+        declared = {d.name for d in self.p.decls if d.kind == "axis"}
+        sized = set(mentions(base))
+        self.p.decls.extend(Decl("axis", n, self.ext(n)) for n in lnames if n not in sized | declared)
+        if r.random() < 0.5:
+            return [Eq(name, lidx, "=", Bin("+", base, step))]
+        return [Eq(name, lidx, "=", base), Eq(name, lidx, "+=", step)]
+
+    def contracting_step(self, name: str, lnames: list[str]) -> Expr:
+        """``c f(R)`` with ``|c| <= 1/2`` and ``f`` 1-Lipschitz in the largest element, so runs converge
+        geometrically to the one fixed point."""
+        r = self.rng
+        idx: list[IName | IOff] = [IName(n) for n in lnames]
+        same = [(a, b) for a in range(len(lnames)) for b in range(a) if self.ext(lnames[a]) == self.ext(lnames[b])]
+        if same and r.random() < 0.3:  # a transpose
+            a, b = r.choice(same)
+            idx[a], idx[b] = idx[b], idx[a]
+        if r.random() < 0.25:  # a zero-filled shift
+            k = r.randrange(len(idx))
+            idx[k] = IOff(idx[k].name, r.choice([1, -1]))
+        ref = Ref(name, tuple(idx))
+        c = r.choice([0.5, 0.25, -0.5])
+        form = r.choice(["plain", "fn", "fn", "max", "matvec", "mean"])
+        inner: Expr = ref
+        if form == "fn":
+            inner = Call(r.choice(["relu", "tanh", "sin", "abs"]), (ref,))
+        elif form == "max":
+            inner = Call(r.choice(["max", "min"]), (ref, self.input_ref(lnames)))
+        elif form in ("matvec", "mean"):
+            k = r.randrange(len(idx))
+            axis = idx[k].name
+            other = [m for m in NAMES if m not in lnames and self.ext(m) == self.ext(axis)]
+            if other:
+                m = r.choice(other)
+                moved = Ref(name, tuple(IName(m) if j == k else x for j, x in enumerate(idx)))
+                if form == "mean":
+                    inner = Reduce("mean", (m,), moved)
+                else:  # |W| <= 2 over at most 4 columns: |W x| <= 8 |x|, so c / 8 keeps the step contracting
+                    w = self.new_input((self.ext(axis), self.ext(m)), dtype=self.fdt)
+                    inner = Bin("*", Ref(w, (IName(axis), IName(m))), moved, juxt=True)
+                    c /= 8
+        step = Bin("*", Lit(abs(c)), inner, juxt=r.random() < 0.7)
+        return Un("-", step) if c < 0 else step
+
+    def shifted_step(self, name: str, lnames: list[str]) -> Expr:
+        """``f(R)`` read one or two places along an axis: each element depends only on elements before it (or
+        after it), so the runs settle exactly once the dependence has crossed the axis."""
+        r = self.rng
+        k = r.randrange(len(lnames))
+        idx: list[IName | IOff] = [IName(n) for n in lnames]
+        idx[k] = IOff(lnames[k], r.choice([-1, 1, -2]))
+        ref = Ref(name, tuple(idx))
+        form = r.choice(["plain", "half", "relu", "scaled", "max"])
+        if form == "half":
+            return Bin("*", Lit(0.5), ref, juxt=True)
+        if form == "relu":
+            return Call("relu", (ref,))
+        if form == "scaled":
+            return Bin("*", self.input_ref(lnames), ref, juxt=r.random() < 0.7)
+        if form == "max":
+            return Call("max", (ref, self.input_ref(lnames)))
+        return ref
+
+    def closure_group(self, name: str) -> list[Eq]:
+        """Boolean closures over a relation E: transitive (``R(i,j) = E(i,j) + R(i,k) E(k,j)``), right-linear,
+        non-linear (``R R``), mutually recursive (odd and even paths) or a reachability vector. E is a 0/1
+        int8 input or a comparison of a float input (a boolean value, so semi-naive evaluation applies).
+        [] when no three index names share an extent of at least 1."""
+        r = self.rng
+        exts = [e for e in {self.ext(n) for n in NAMES} if e >= 1 and sum(self.ext(n) == e for n in NAMES) >= 3]
+        if not exts:
+            return []
+        e = r.choice(sorted(exts))
+        i, j, k = (IName(n) for n in r.sample([n for n in NAMES if self.ext(n) == e], 3))
+        if r.random() < 0.5:
+            x = self.new_input((e, e), dtype="int8", kind="bool")
+
+            def rel(a: IName, b: IName) -> Expr:
+                return Ref(x, (a, b))
+        else:
+            x = self.new_input((e, e), dtype=self.fdt)
+
+            def rel(a: IName, b: IName) -> Expr:
+                return Paren(Bin(">", Ref(x, (a, b)), Lit(0)))
+
+        def join(a: Expr, b: Expr) -> Expr:
+            return Bin("+", rel(i, j), Bin("*", a, b, juxt=True))
+
+        shape = r.choice(["linear", "right", "square", "mutual", "reach"])
+        if shape == "reach":
+            s = self.new_input((e,), dtype="int8", kind="bool")
+            return [Eq(name, (j,), "=", Bin("+", Ref(s, (j,)), Bin("*", Ref(name, (k,)), rel(k, j), True)), True)]
+        if shape == "mutual":
+            odd, even = name, f"{name}e"
+            return [
+                Eq(odd, (i, j), "=", join(Ref(even, (i, k)), rel(k, j)), True),
+                Eq(even, (i, j), "=", Bin("*", Ref(odd, (i, k)), rel(k, j), True), True),
+            ]
+        if shape == "right":
+            return [Eq(name, (i, j), "=", join(rel(i, k), Ref(name, (k, j))), True)]
+        if shape == "square":
+            return [Eq(name, (i, j), "=", join(Ref(name, (i, k)), Ref(name, (k, j))), True)]
+        return [Eq(name, (i, j), "=", join(Ref(name, (i, k)), rel(k, j)), True)]
 
     def const_eq(self, name: str, lnames: list[str]) -> Eq:
         r = self.rng

@@ -51,6 +51,8 @@ from fuse_mlir.testing.fuzz.program import (
     Ref,
     Ternary,
     Un,
+    nodes,
+    tensors_read,
 )
 
 
@@ -200,13 +202,81 @@ class Oracle:
     # -- programs -----------------------------------------------------------------------------------
 
     def run(self) -> dict[str, np.ndarray]:
+        """The exports; in fixpoint mode also ``<names>#iterations`` and ``<names>#converged`` per recursive
+        group (its tensor names sorted and joined by ``+``), as 0-d int64 and int8 arrays."""
         groups: dict[str, list[Eq]] = {}
         for eq in self.prog.eqs:
             groups.setdefault(eq.lhs, []).append(eq)
+        self.runs: dict[str, tuple[int, bool]] = {}
+        self.inexact: set[str] = set()
+        done: set[str] = set()
         for name, eqs in groups.items():
-            self.values[name] = self.group(eqs)
+            if name in done:
+                continue
+            comp = recursive_group(name, groups)
+            if not comp:
+                self.values[name] = self.group(eqs)
+                done.add(name)
+                continue
+            if self.prog.mode != "fixpoint":
+                raise Reject(f"recursive group {'+'.join(comp)} outside fixpoint mode")
+            self.fixpoint(comp, groups)
+            done.update(comp)
         exports = self.prog.exports or list(groups)
-        return {n: self.values[n] for n in exports}
+        out = {n: self.values[n] for n in exports}
+        for label, (iters, converged) in self.runs.items():
+            out[f"{label}#iterations"] = np.array(iters, dtype=np.int64)
+            out[f"{label}#converged"] = np.array(int(converged), dtype=np.int8)
+        return out
+
+    def fixpoint(self, comp: list[str], groups: dict[str, list[Eq]]) -> None:
+        """Iterate one recursive group (LANGUAGE.md §5 fixpoint, as ``docs/modes.md`` pins it down).
+
+        Every tensor starts at zeros of its carried dtype; each run evaluates every group of ``comp`` from
+        the previous run's values (Jacobi order), casts each to its carried dtype, and the runs stop at
+        the first that changes nothing (floats: ``|new - old| <= 1e-6 + 1e-5 |new|``, NaN equal to NaN;
+        integers exactly) or after ``max_iters`` runs. A boolean tensor is carried as int8; any other
+        starts from the promoted dtype of the tensors its group reads outside ``comp`` (literals are weak:
+        float64 when it reads none) and widens while a run's value promotes further.
+        """
+        shapes = {n: tuple(self.extents[i.name] for i in groups[n][0].lidx) for n in comp}
+        if any(not isinstance(i, IName) for n in comp for eq in groups[n] for i in eq.lidx):
+            raise Reject("numeric left-hand positions in a recursive group")
+        boolean = {n: any(eq.boolean for eq in groups[n]) for n in comp}
+        outside = [
+            np.asarray(self.values[t]).dtype
+            for n in comp
+            for eq in groups[n]
+            for t in sorted(tensors_read(eq.rhs))
+            if t not in comp and t in self.values
+        ]
+        base = np.result_type(*outside) if outside else np.dtype(np.float64)
+        dtypes = {n: np.dtype(np.int8) if boolean[n] else base for n in comp}
+        for _ in range(8):
+            for n in comp:
+                self.values[n] = np.zeros(shapes[n], dtypes[n])
+            got = {n: self.group(groups[n]).dtype for n in comp}
+            new = {n: dtypes[n] if boolean[n] else np.result_type(dtypes[n], got[n]) for n in comp}
+            if new == dtypes:
+                break
+            dtypes = new
+        else:
+            raise Reject("recursive group's dtype does not settle")
+        for n in comp:
+            self.values[n] = np.zeros(shapes[n], dtypes[n])
+        runs, converged = 0, False
+        while runs < self.prog.max_iters:
+            nxt = {n: np.asarray(self.group(groups[n])).astype(dtypes[n]) for n in comp}
+            runs += 1
+            same = all(_unchanged(self.values[n], nxt[n]) for n in comp)
+            self.values.update(nxt)
+            if same:
+                converged = True
+                break
+        label = "+".join(sorted(comp))
+        self.runs[label] = (runs, converged)
+        if any(d.kind == "f" for d in dtypes.values()):
+            self.inexact.add(label)
 
     def group(self, eqs: list[Eq]) -> np.ndarray:
         """The value of one left-hand side: the sum (booleans: OR) of its equations' contributions."""
@@ -218,7 +288,9 @@ class Oracle:
             c = self.equation(eq, shape)
             if eqs[0].boolean:
                 _check_float_truth(
-                    c, projects=bool(self.free(eq.rhs) - {i.name for i in eq.lidx if isinstance(i, IName)})
+                    c,
+                    projects=bool(self.free(eq.rhs) - {i.name for i in eq.lidx if isinstance(i, IName)})
+                    or _sums_inside(eq.rhs),
                 )
                 c = NA((np.asarray(c.a) != 0).astype(np.int8), c.names)
                 total = c if total is None else NA(np.logical_or(total.a, c.a).astype(np.int8), c.names)
@@ -775,11 +847,29 @@ def _check_threshold(x: Any, computed: bool) -> None:
         raise Undefined("a discontinuous function of a computed float at its threshold")
 
 
+#: Builtins whose value is a float sum over an axis (so its rounding depends on the summation order).
+SUMMING_CALLS = frozenset(
+    {"softmax", "masked_softmax", "softmax_grad", "lnorm", "layernorm", "logsumexp", "sum", "mean", "avg"}
+)
+
+
+def _sums_inside(e: Expr) -> bool:
+    """Whether ``e`` sums inside a call: a summing builtin, a ``reduce`` or a fn (whose body contracts)."""
+    return any(
+        (isinstance(n, Call) and n.fn.lower() in SUMMING_CALLS)
+        or (isinstance(n, Reduce) and n.op in ("sum", "mean", "prod"))
+        or isinstance(n, FnCall)
+        for n in nodes(e)
+    )
+
+
 def _check_float_truth(c: NA, projects: bool) -> None:
     """A boolean of a projected float sum is open where the sum is near 0: rounding decides which side of 0.
 
     (``T(i) = A[j] X[i,m]`` with ``Σ_j A = 0`` is exactly 0 in one summation
-    order and 1e-16 in another; the 0/1 result then depends on the order.)
+    order and 1e-16 in another; the 0/1 result then depends on the order. The
+    same holds for a sum inside a call: ``softmax_grad(softmax(x), g)`` with a
+    constant ``g`` is 0 up to rounding.)
     """
     arr = np.asarray(c.a)
     if not projects or arr.dtype.kind != "f" or arr.size == 0:
@@ -818,6 +908,36 @@ def _literal_only(e: Any) -> bool:
             _literal_only(v) for v in vars(e).values() if isinstance(v, tuple) or hasattr(v, "__dataclass_fields__")
         )
     return True
+
+
+def recursive_group(name: str, groups: dict[str, list[Eq]]) -> list[str]:
+    """The groups on a dependency cycle with ``name`` (itself included), in program order; [] when none."""
+    reads = {n: {t for eq in eqs for t in tensors_read(eq.rhs) if t in groups} for n, eqs in groups.items()}
+
+    def reach(src: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [src]
+        while todo:
+            for t in reads[todo.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return seen
+
+    from_name = reach(name)
+    if name not in from_name:
+        return []
+    return [n for n in groups if n == name or (n in from_name and name in reach(n))]
+
+
+def _unchanged(old: np.ndarray, new: np.ndarray) -> bool:
+    """Fixpoint convergence for one tensor: floats within ``1e-6 + 1e-5 |new|`` (NaN equal to NaN; an infinity
+    never, as ``inf - inf`` is NaN), other dtypes equal."""
+    if new.dtype.kind != "f":
+        return bool(np.array_equal(old, new))
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.abs(new - old) <= 1e-6 + 1e-5 * np.abs(new)
+    return bool(np.all(close | (np.isnan(old) & np.isnan(new))))
 
 
 def _sized_names(prog: FuzzProgram) -> set[str]:
@@ -917,7 +1037,17 @@ def _diagonals(arr: np.ndarray, names: list[str]) -> NA:
     return NA(arr, tuple(names))
 
 
-def evaluate(prog: FuzzProgram, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The exports of ``prog`` on ``arrays``, per LANGUAGE.md; raises :class:`Undefined` or :class:`Reject`."""
+def evaluate(
+    prog: FuzzProgram, arrays: dict[str, np.ndarray], *, inexact: set[str] | None = None
+) -> dict[str, np.ndarray]:
+    """The exports of ``prog`` on ``arrays``, per LANGUAGE.md; raises :class:`Undefined` or :class:`Reject`.
+
+    ``inexact``, when given, receives the labels of the float recursive groups (fixpoint mode), whose run
+    counts rounding may move by one (:func:`fuse_mlir.testing.fuzz.driver.compare`'s ``slack``).
+    """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        return Oracle(prog, arrays).run()
+        o = Oracle(prog, arrays)
+        out = o.run()
+    if inexact is not None:
+        inexact.update(o.inexact)
+    return out

@@ -8,6 +8,7 @@ independent of the parser's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -316,6 +317,17 @@ class FuzzProgram:
     order: list[int] | None = None
     seed: int = 0
     data: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Evaluation mode (LANGUAGE.md §5): "single", or "fixpoint" for programs with recursive groups.
+    mode: str = "single"
+    #: Fixpoint mode's run limit and whether boolean groups may be evaluated semi-naively.
+    max_iters: int = 32
+    semi_naive: bool = True
+
+    def compile_options(self) -> dict[str, Any]:
+        """The keywords ``Program.compile`` needs besides the backend's: the mode and its settings."""
+        if self.mode == "fixpoint":
+            return {"mode": "fixpoint", "max_iters": self.max_iters, "semi_naive": self.semi_naive}
+        return {}
 
     def source(self) -> str:
         lines = [d.text() for d in self.decls] + [f.text() for f in self.fns]
@@ -332,30 +344,7 @@ class FuzzProgram:
 
     def used_inputs(self) -> set[str]:
         """Names of inputs referenced anywhere (equations and fn calls)."""
-        out: set[str] = set()
-
-        def walk(e: Any) -> None:
-            if isinstance(e, Ref):
-                if e.name in self.inputs:
-                    out.add(e.name)
-                for i in e.idx:
-                    if isinstance(i, IGather):
-                        walk(i.ref)
-                return
-            for v in vars(e).values() if hasattr(e, "__dataclass_fields__") else ():
-                if isinstance(v, tuple):
-                    for x in v:
-                        if isinstance(x, tuple):
-                            for y in x:
-                                walk(y)
-                        else:
-                            walk(x)
-                elif hasattr(v, "__dataclass_fields__"):
-                    walk(v)
-
-        for eq in self.eqs:
-            walk(eq.rhs)
-        return out
+        return {n for eq in self.eqs for n in tensors_read(eq.rhs) if n in self.inputs}
 
     def copy(self, **changes: Any) -> FuzzProgram:
         new = replace(self, **changes)
@@ -443,3 +432,19 @@ def mentions(e: Expr) -> list[str]:
         add(list(e.names))
         add(mentions(e.body))
     return out
+
+
+def nodes(e: Any) -> Iterator[Any]:
+    """Every node of ``e``, ``e`` first: operands, call arguments, reduction bodies, index items and the
+    references inside gathers."""
+    yield e
+    for v in vars(e).values() if hasattr(e, "__dataclass_fields__") else ():
+        for x in v if isinstance(v, tuple) else (v,):
+            for y in x if isinstance(x, tuple) else (x,):
+                if hasattr(y, "__dataclass_fields__"):
+                    yield from nodes(y)
+
+
+def tensors_read(e: Any) -> set[str]:
+    """Names of every tensor ``e`` reads (references, gather index tensors and fn-call arguments included)."""
+    return {n.name for n in nodes(e) if isinstance(n, Ref)}
