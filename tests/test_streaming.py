@@ -142,3 +142,61 @@ def test_streaming_runner_has_no_demand_queries():
     run = Program(RNN).compile("reference", mode="streaming")
     with pytest.raises(FuseRuntimeError, match="not available in streaming mode"):
         run.query("H", {})
+
+
+def _streamed_corpus() -> list[tuple[str, str, str, dict[str, np.ndarray]]]:
+    """Every builtin and one-line semantics case as a streaming recurrence: ``Y[i,j] = expr`` becomes
+    ``Y[i,j,*t+1] = expr; Y[i,j,*t+1] += 0.5 Y[i,j,*t]``, so after three steps Y is 1.75 times the single-mode
+    value. Returns (case, streaming source, name, inputs) for the cases the single-mode reference accepts."""
+    import re
+
+    from tests.test_fixpoint import WRAPPED
+
+    out = []
+    for case, src, inputs in WRAPPED:
+        line = src.split("\n")[0]
+        lhs, rhs = line.split(" = ", 1)
+        m = re.fullmatch(r"(\w+)(?:\[([^\]]*)\])?", lhs)
+        assert m is not None, line
+        name, idx = m.group(1), m.group(2)
+        plain = ", ".join(x.strip().rstrip(".") for x in idx.split(",")) if idx else ""
+        head, prev = (f"{name}[{idx}, *t+1]", f"{name}[{plain}, *t]") if idx else (f"{name}[*t+1]", f"{name}[*t]")
+        out.append((case, f"{head} = {rhs}\n{head} += 0.5 {prev}", name, inputs))
+    return out
+
+
+STREAMED = _streamed_corpus()
+
+
+@pytest.mark.parametrize("case,src,name,inputs", STREAMED, ids=[s[0] for s in STREAMED])
+def test_every_construct_inside_a_streaming_recurrence(case, src, name, inputs):
+    """Three steps on both backends: equal dtypes, shapes and values, and 1.75 times the single-mode value.
+
+    A tensor whose shape its inputs do not fix (a concat's axis, numeric left-hand positions, a slice on the
+    left) starts from the zero history given with ``reset``; the others start from the implicit zeros.
+    """
+    try:
+        single = np.asarray(
+            Program(src.split("\n")[0].replace(", *t+1]", "]").replace("[*t+1]", "")).compile()(**inputs)[name]
+        )
+    except FuseError:
+        pytest.skip("the single-mode reference rejects this case")
+    steps = {}
+    for backend in BACKENDS:
+        run = Program(src).compile(backend, mode="streaming")
+        try:
+            run(**inputs)
+        except FuseRuntimeError as e:
+            assert f"{name} is read from step t-1 before any step computed it" in str(e)
+            run.reset(**{name: np.zeros(single.shape)})
+            run(**inputs)
+        steps[backend] = [run(**inputs), run(**inputs)]
+    ref, got = steps["reference"], steps["llvm"]
+    for a, b in zip(ref, got):
+        assert list(a) == list(b)
+        for k in a:
+            assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-9, atol=1e-12, err_msg=k)
+    if single.dtype.kind == "f":
+        np.testing.assert_allclose(ref[-1][name], 1.75 * single, rtol=1e-9, atol=1e-12)
+    assert ref[-1][name].shape == single.shape
