@@ -105,6 +105,10 @@ def test_oracle_contraction_converges_to_its_fixed_point_within_the_tolerance() 
     assert np.all(change <= 1e-6 + 1e-5 * np.abs(out["R"]))
     assert np.any(2 * change > 1e-6 + 1e-5 * np.abs(b * (2 - 2.0 ** (2 - runs))))  # and not a run earlier
     assert out["R#converged"] == 1 and inexact == {"R"}
+    o = oracle.Oracle(p, {"B": b})
+    o.run()
+    changes = o.changes["R"]  # each run's largest change over the tolerance: the last at most 1, the others above
+    assert len(changes) == runs and changes[-1] <= 1 < min(changes[:-1])
 
 
 def test_oracle_reaching_max_iters_keeps_the_last_run() -> None:
@@ -155,6 +159,8 @@ def test_generator_draws_every_recursive_shape_and_setting() -> None:
         for label, (runs, converged) in o.runs.items():
             if label in o.inexact and p.max_iters > 3:
                 assert converged and runs <= p.max_iters - 2, reproducer(p)
+            if label in o.inexact:  # no run's convergence test is left to rounding
+                assert not any(0.8 <= c <= 1.25 for c in o.changes[label]), reproducer(p)
         shapes = _shapes(p)
         assert shapes, reproducer(p)
         kinds.update(shapes)

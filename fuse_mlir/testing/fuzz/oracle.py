@@ -209,6 +209,8 @@ class Oracle:
             groups.setdefault(eq.lhs, []).append(eq)
         self.runs: dict[str, tuple[int, bool]] = {}
         self.inexact: set[str] = set()
+        #: Per recursive group, each run's largest change as a multiple of the convergence tolerance.
+        self.changes: dict[str, list[float]] = {}
         done: set[str] = set()
         for name, eqs in groups.items():
             if name in done:
@@ -264,17 +266,19 @@ class Oracle:
             raise Reject("recursive group's dtype does not settle")
         for n in comp:
             self.values[n] = np.zeros(shapes[n], dtypes[n])
-        runs, converged = 0, False
+        runs, converged, changes = 0, False, []
         while runs < self.prog.max_iters:
             nxt = {n: np.asarray(self.group(groups[n])).astype(dtypes[n]) for n in comp}
             runs += 1
             same = all(_unchanged(self.values[n], nxt[n]) for n in comp)
+            changes.append(max(_change(self.values[n], nxt[n]) for n in comp))
             self.values.update(nxt)
             if same:
                 converged = True
                 break
         label = "+".join(sorted(comp))
         self.runs[label] = (runs, converged)
+        self.changes[label] = changes
         if any(d.kind == "f" for d in dtypes.values()):
             self.inexact.add(label)
 
@@ -938,6 +942,17 @@ def _unchanged(old: np.ndarray, new: np.ndarray) -> bool:
     with np.errstate(invalid="ignore", over="ignore"):
         close = np.abs(new - old) <= 1e-6 + 1e-5 * np.abs(new)
     return bool(np.all(close | (np.isnan(old) & np.isnan(new))))
+
+
+def _change(old: np.ndarray, new: np.ndarray) -> float:
+    """The largest change of one run as a multiple of the float convergence tolerance (a run converges at
+    1 or below); 0 or infinity for other dtypes. How near 1 it is says how near rounding is to deciding."""
+    if new.dtype.kind != "f":
+        return 0.0 if np.array_equal(old, new) else math.inf
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        ratio = np.abs(new.astype(np.float64) - old) / (1e-6 + 1e-5 * np.abs(new.astype(np.float64)))
+    ratio = np.where(np.isnan(old) & np.isnan(new), 0.0, ratio)
+    return float(np.nan_to_num(ratio, nan=math.inf).max(initial=0.0))
 
 
 def _sized_names(prog: FuzzProgram) -> set[str]:
