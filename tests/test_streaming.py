@@ -86,6 +86,59 @@ def test_history_defaults_to_zero_when_its_shape_follows_from_the_inputs(backend
     assert run.time == 0
 
 
+ZERO_HISTORY = [
+    # (program, inputs, dtype of every step, the step in NumPy from the values 1 and 2 steps back): the zero
+    # history has the tensor's own dtype, as a recursive tensor in fixpoint mode has, so an integer counter
+    # stays integer and a float32 recurrence float32
+    ("S[i,*t+1] = X[i] + S[i,*t]", {"X": np.array([1, -2, 3], np.int32)}, "int32", lambda x, s1, s2: x + s1),
+    (
+        "S[i,*t+1] = X[i] + 0.5 S[i,*t]",
+        {"X": np.array([1.0, -2.0], np.float32)},
+        "float32",
+        lambda x, s1, s2: x + np.float32(0.5) * s1,
+    ),
+    ("S[i,*t+1] = X[i] + 0.5 S[i,*t]", {"X": np.array([1, -2], np.int32)}, "float64", lambda x, s1, s2: x + 0.5 * s1),
+    ("S[*t+1] = S[*t] + 1", {}, "float64", lambda x, s1, s2: s1 + 1),
+    (
+        "S(i,*t+1) = X[i] + S[i,*t]",
+        {"X": np.array([0.0, 1.5, 0.0])},
+        "int8",
+        lambda x, s1, s2: ((x + s1) != 0).astype(np.int8),
+    ),
+    # read only two steps back: the step program has no t-1 input, and the t-2 history is zero at first
+    ("S[i,*t+1] = X[i] + 2 S[i,*t-1]", {"X": np.array([1, 3], np.int8)}, "int8", lambda x, s1, s2: x + 2 * s2),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("src,inputs,dtype,step", ZERO_HISTORY, ids=[c[0] for c in ZERO_HISTORY])
+def test_zero_history_has_the_tensors_own_dtype(backend, src, inputs, dtype, step):
+    """Four steps from the implicit zero history, against the recurrence stepped in NumPy from zeros of the
+    expected dtype."""
+    run = Program(src + "\nexport S").compile(backend, mode="streaming")
+    x = inputs.get("X", np.zeros(()))
+    past = [np.zeros(np.shape(x), dtype)] * 2
+    for _ in range(4):
+        got = run(**inputs)["S"]
+        want = np.asarray(step(x, past[-1], past[-2])).astype(dtype)
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, want)
+        past.append(want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_float32_rnn_stays_float32(backend):
+    d = {k: v.astype(np.float32) for k, v in rnn_data().items()}
+    run = Program(RNN).compile(backend, mode="streaming")
+    h = np.zeros(5, np.float32)
+    for t in range(4):
+        out = run(X=d["X"][t], **{k: d[k] for k in ("W", "U", "Bh", "V")})
+        h = np.tanh(d["W"] @ h + d["U"] @ d["X"][t] + d["Bh"])
+        assert out["H"].dtype == np.float32 and out["Y"].dtype == np.float32
+        np.testing.assert_allclose(out["H"], h, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out["Y"], d["V"] @ h, rtol=1e-4, atol=1e-5)
+
+
 def test_missing_initial_state_is_a_clear_error():
     # H's extent comes from nothing but H itself: the first step cannot size a zero history.
     run = Program("H[i,*t+1] = relu(H[i,*t]) + 1.0\nexport H").compile("reference", mode="streaming")

@@ -15,7 +15,8 @@ no equation are given one step at a time (without their time axis), the
 others whole. The first steps' history comes from ``runner.reset(H=...)``
 (or ``H=...`` in a call): one value of the per-step shape for window 1, or
 a stack of ``window`` values (oldest first) with a leading axis. History never
-given is zero (the zero-fill of offsets at the start of an axis); for a
+given is zero (the zero-fill of offsets at the start of an axis), of the
+tensor's own dtype (found as fixpoint mode finds a recursive tensor's); for a
 computed tensor its per-step shape must then follow from the other inputs
 through the program's extent checks, else the call says which initial value
 is missing. A call returns the exports of this step.
@@ -69,6 +70,8 @@ class StreamPlan:
     window: dict[str, int]  # tensor -> how many past values the step program reads
     defined: set[str]  # time tensors computed by equations (others are per-step inputs)
     user_exports: list[str] | None  # the program's own export list (None: every group)
+    reads: dict[str, frozenset[str]] = field(default_factory=dict)  # tensor -> what its step equations read now
+    boolean: frozenset[str] = frozenset()  # tensors defined in the parenthesised (boolean) form
 
 
 def plan(resolved: Resolved) -> StreamPlan:
@@ -89,6 +92,7 @@ def plan(resolved: Resolved) -> StreamPlan:
 
     lhs_offsets: dict[str, tuple[int, Loc]] = {}
     rewritten: list[A.Equation] = []
+    reads: dict[str, set[str]] = {}
     for eq in resolved.equations:
         lt = _time_item(eq.lhs)
         refs = tensor_refs(eq.rhs) + (tensor_refs(eq.guard) if eq.guard is not None else [])
@@ -136,6 +140,7 @@ def plan(resolved: Resolved) -> StreamPlan:
             lags[id(r)] = lag
             if lag:
                 window[r.name] = max(window.get(r.name, 0), lag)
+        reads.setdefault(eq.lhs.name, set()).update(r.name for r in refs if not lags.get(id(r)))
         rewritten.append(
             dataclasses.replace(
                 eq,
@@ -157,7 +162,15 @@ def plan(resolved: Resolved) -> StreamPlan:
         have = {n for n, _ in exports}
         exports += [(n, resolved.equations[0].loc) for n in window if n in defined and n not in have]
     step = dataclasses.replace(resolved, equations=rewritten, exports=exports)
-    return StreamPlan(step, {n: k for n, (k, _) in time_axis.items()}, window, defined & set(time_axis), user_exports)
+    return StreamPlan(
+        step,
+        {n: k for n, (k, _) in time_axis.items()},
+        window,
+        defined & set(time_axis),
+        user_exports,
+        {n: frozenset(r) for n, r in reads.items()},
+        frozenset(eq.lhs.name for eq in resolved.equations if eq.lhs.boolean),
+    )
 
 
 def _drop_time(ref: A.TensorRef, lag: int | None) -> A.TensorRef:
@@ -187,6 +200,12 @@ def _rewrite(x: Any, lags: Mapping[int, int]) -> Any:
                     changes[f.name] = nv
         return dataclasses.replace(x, **changes) if changes else x
     return x
+
+
+def _export_dtypes(lowered: Any) -> dict[str, np.dtype]:
+    """Each export's dtype in a lowered step program."""
+    op = next(op for op in lowered.module.body.block.ops if isinstance(op, te.ExportOp))
+    return {n.data: te.dtype_of(v) for n, v in zip(op.names.data, op.values)}
 
 
 def _state_shape(step: ProgramLowering, arrays: Mapping[str, np.ndarray], name: str) -> tuple[int, ...] | None:
@@ -286,8 +305,9 @@ class StreamingRunner(Runner):
             self.history[name] = deque(values, maxlen=w)
 
     def _step_rank(self, name: str) -> int | None:
-        assert self.step_runner is not None
-        spec = next((s for s in self.step_runner.program.lower().inputs if s.name == state_name(name, 1)), None)
+        assert self.step_runner is not None and self.plan is not None
+        states = {state_name(name, d) for d in range(1, self.plan.window[name] + 1)}
+        spec = next((s for s in self.step_runner.program.lower().inputs if s.name in states), None)
         return spec.rank if spec is not None else None
 
     def run(
@@ -309,13 +329,18 @@ class StreamingRunner(Runner):
         # A time input read only from earlier steps is history, not an input of this step's program.
         step_inputs = set(self.step_runner.input_names())
         arrays = {k: v for k, v in given.items() if k in step_inputs or k not in self.plan.window}
+        zero_dtypes: dict[str, np.dtype] | None = None
         for name, w in self.plan.window.items():
             past = self.history[name]
             for d in range(1, w + 1):
+                if state_name(name, d) not in step_inputs:  # a lag the program does not read (w = the largest)
+                    continue
                 if len(past) >= d:
                     arrays[state_name(name, d)] = past[-d]
-                else:
-                    arrays[state_name(name, d)] = self._zeros(name, given)
+                    continue
+                if zero_dtypes is None and name in self.plan.defined:
+                    zero_dtypes = self._history_dtypes(given, step_inputs)
+                arrays[state_name(name, d)] = self._zeros(name, d, given, zero_dtypes)
         result = self.step_runner.run(arrays, write_sinks=write_sinks, out=out)
         self._last = self.step_runner._last_run()
         for name in self.plan.window:
@@ -326,20 +351,53 @@ class StreamingRunner(Runner):
             return {n: result[n] for n in self.plan.user_exports}
         return result
 
-    def _zeros(self, name: str, given: Mapping[str, Any]) -> np.ndarray:
-        """Zero history for ``name`` (before its first step), shaped like this step's value."""
+    def _zeros(
+        self, name: str, lag: int, given: Mapping[str, Any], dtypes: Mapping[str, np.dtype] | None
+    ) -> np.ndarray:
+        """Zero history for ``name`` read ``lag`` steps back before that step was computed: shaped like this
+        step's value, of the dtype the tensor itself has (``dtypes``, from :meth:`_history_dtypes`)."""
         assert self.step_runner is not None and self.plan is not None
         if name not in self.plan.defined:
             if name not in given:
                 raise FuseRuntimeError(f"missing input {name} (this step's value)")
             return np.zeros_like(np.asarray(given[name]))
+        assert dtypes is not None
         arrays = {k: np.asarray(v) for k, v in given.items()}
-        shape = _state_shape(self.step_runner.program, arrays, state_name(name, 1))
+        shape = _state_shape(self.step_runner.program, arrays, state_name(name, lag))
         if shape is None:
             raise FuseRuntimeError(
-                f"{name} is read from step t-1 before any step computed it: give its initial value with "
+                f"{name} is read from step t-{lag} before any step computed it: give its initial value with "
                 f"runner.reset({name}=...) or {name}=... in the first call"
             )
-        dtype = self.step_runner.program.lower({k: v.dtype for k, v in arrays.items()})
-        spec = next(s for s in dtype.inputs if s.name == state_name(name, 1))
-        return np.zeros(shape, dtype=spec.dtype)
+        return np.zeros(shape, dtype=dtypes[name])
+
+    def _history_dtypes(self, given: Mapping[str, Any], step_inputs: set[str]) -> dict[str, np.dtype]:
+        """The dtype of each computed tensor's zero history: the dtype the tensor has itself, so that a step
+        computed from zeros keeps it (a float32 recurrence stays float32, an int32 counter int32).
+
+        As fixpoint mode carries a recursive tensor: start from the promoted dtype of the given inputs its
+        step equations read (literals are weak; float64 when it reads none; int8 for a boolean tensor) and
+        widen while a step computed from that history promotes further.
+        """
+        assert self.step_runner is not None and self.plan is not None
+        plan = self.plan
+        input_dtypes = {k: np.asarray(v).dtype for k, v in given.items() if k in step_inputs}
+        names = sorted(n for n in plan.window if n in plan.defined)
+        dtypes: dict[str, np.dtype] = {}
+        for n in names:
+            read = [input_dtypes[r] for r in sorted(plan.reads.get(n, ())) if r in input_dtypes]
+            base = np.result_type(*read) if read else np.dtype(np.float64)
+            dtypes[n] = np.dtype(np.int8) if n in plan.boolean else base
+        for _ in range(8):
+            states = {
+                state_name(n, d): dtypes[n]
+                for n in names
+                for d in range(1, plan.window[n] + 1)
+                if state_name(n, d) in step_inputs
+            }
+            got = _export_dtypes(self.step_runner.program.lower({**input_dtypes, **states}))
+            new = {n: dtypes[n] if n in plan.boolean else np.result_type(dtypes[n], got[n]) for n in names}
+            if new == dtypes:
+                return dtypes
+            dtypes = new
+        raise FuseRuntimeError(f"cannot settle the dtypes of the streamed tensors {', '.join(names)}")
