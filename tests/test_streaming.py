@@ -127,6 +127,20 @@ def test_zero_history_has_the_tensors_own_dtype(backend, src, inputs, dtype, ste
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_zero_history_beside_a_time_input_read_late(backend):
+    """The time input's history (zeros of its own dtype at first) takes part in finding S's dtype: float32."""
+    run = Program("S[i,*t+1] = X[i,*t+1] + 0.5 X[i,*t] - S[i,*t]\nexport S").compile(backend, mode="streaming")
+    xs = np.array([[1.0, -2.0], [0.5, 4.0], [-1.5, 0.25]], np.float32)
+    s, x_prev = np.zeros(2, np.float32), np.zeros(2, np.float32)
+    for x in xs:
+        got = run(X=x)["S"]
+        s = x + np.float32(0.5) * x_prev - s
+        x_prev = x
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, s)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_float32_rnn_stays_float32(backend):
     d = {k: v.astype(np.float32) for k, v in rnn_data().items()}
     run = Program(RNN).compile(backend, mode="streaming")

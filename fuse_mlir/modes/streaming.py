@@ -388,10 +388,12 @@ class StreamingRunner(Runner):
             read = [input_dtypes[r] for r in sorted(plan.reads.get(n, ())) if r in input_dtypes]
             base = np.result_type(*read) if read else np.dtype(np.float64)
             dtypes[n] = np.dtype(np.int8) if n in plan.boolean else base
+        # a time input's history has its own dtype (it is given every step)
+        known = {n: np.asarray(given[n]).dtype for n in plan.window if n not in plan.defined and n in given}
         for _ in range(8):
             states = {
-                state_name(n, d): dtypes[n]
-                for n in names
+                state_name(n, d): {**known, **dtypes}[n]
+                for n in [*names, *known]
                 for d in range(1, plan.window[n] + 1)
                 if state_name(n, d) in step_inputs
             }

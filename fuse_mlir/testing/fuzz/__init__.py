@@ -75,6 +75,9 @@ def reproducer(p: FuzzProgram) -> str:
     if p.compile_options():
         opts = ", ".join(f"{k}={v!r}" for k, v in p.compile_options().items())
         lines.append(f"# compile with: {opts}")
+    if p.mode == "streaming":
+        given = ", ".join(f"{u}={u}[..., s]" for u in p.stream_inputs())
+        lines.append(f"# run {p.steps} steps s = 0..{p.steps - 1}, each call given {given} (the rest whole)")
     lines.append("# inputs:")
     for k, v in p.arrays().items():
         lines.append(f"#   {k} = np.array({v.tolist()!r}, dtype=np.{v.dtype})")
@@ -97,11 +100,14 @@ def run_programs(
     jobs: int | None = None,
     max_groups: int = 4,
     fixpoint: float = 0.0,
+    streaming: float = 0.0,
 ) -> Report:
     """``n`` generated programs (seeds ``seed .. seed+n-1``) on ``configs`` against the oracle.
 
     ``fixpoint`` is the share of programs generated with a recursive group, run in fixpoint mode on the
-    configurations that have it (the reference and llvm; the others skip those programs).
+    configurations that have it (the reference and llvm; the others skip those programs); ``streaming`` the
+    share given a streamed recurrence over a stream input, run step by step in streaming mode (the same
+    configurations).
 
     Every (program, configuration) is one task for a pool of ``jobs`` persistent workers (default: the
     usable CPUs); only failures are minimised, afterwards, in one worker. Every failure that is not a hang
@@ -117,7 +123,7 @@ def run_programs(
         tasks: list[driver.Task] = []
         keys: list[tuple[int, str]] = []
         for s in range(seed, seed + n):
-            prog = Generator(s, max_groups=max_groups, fixpoint=fixpoint).program()
+            prog = Generator(s, max_groups=max_groups, fixpoint=fixpoint, streaming=streaming).program()
             arrays = prog.arrays()
             inexact: set[str] = set()
             try:
@@ -130,7 +136,7 @@ def run_programs(
             options = prog.compile_options()
             for c in configs:
                 if driver.supports(c, options):
-                    tasks.append((driver.run_one, (prog.source(), arrays, c, options)))
+                    tasks.append((driver.run_one, (prog.source(), arrays, c, *_run_args(prog))))
                     keys.append((s, c))
         done = 0
         for k, answer in pool.run(tasks):
@@ -152,9 +158,7 @@ def run_programs(
                 for f in rep.failures[:MAX_DIAGNOSED]:
                     if f.kind != "hang":
                         p = f.program
-                        answer = worker.call(
-                            driver.invalid_ir_pass, (p.source(), p.arrays(), f.config, p.compile_options())
-                        )
+                        answer = worker.call(driver.invalid_ir_pass, (p.source(), p.arrays(), f.config, *_run_args(p)))
                         f.invalid_ir = answer if isinstance(answer, str) else ""
                 if minimise_failures:
                     for f in rep.failures[:max_minimise]:
@@ -166,6 +170,11 @@ def run_programs(
         pool.close()
     rep.seconds = time.perf_counter() - start
     return rep
+
+
+def _run_args(p: FuzzProgram) -> tuple:
+    """How the driver runs ``p`` besides its text, inputs and configuration: compile options, steps, streams."""
+    return p.compile_options(), p.steps if p.mode == "streaming" else 0, p.stream_inputs()
 
 
 def _loose(p: FuzzProgram) -> bool:
@@ -188,7 +197,7 @@ def _still_fails(worker: driver.Worker, config: str, sig: tuple[str, str]):  # n
         arrays = p.arrays()
         inexact: set[str] = set()
         want = oracle.evaluate(p, arrays, inexact=inexact)
-        answer = worker.call(driver.run_one, (p.source(), arrays, config, p.compile_options()))
+        answer = worker.call(driver.run_one, (p.source(), arrays, config, *_run_args(p)))
         out = driver.classify(want, answer, config, _loose(p), inexact)
         return signature(out.kind, out.detail) == sig
 

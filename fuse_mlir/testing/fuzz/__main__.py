@@ -28,9 +28,17 @@ def main(argv: list[str] | None = None) -> int:
         help="share of programs given a recursive group and run in fixpoint mode (default 0.15; "
         "torch, jax and numba skip them)",
     )
+    ap.add_argument(
+        "--streaming",
+        type=float,
+        default=0.1,
+        help="share of programs given a streamed recurrence and run step by step in streaming mode (default 0.1; "
+        "torch, jax and numba skip them)",
+    )
     args = ap.parse_args(argv)
-    if not 0.0 <= args.fixpoint <= 1.0:
-        ap.error(f"--fixpoint must be between 0 and 1 (got {args.fixpoint})")
+    for flag in ("fixpoint", "streaming"):
+        if not 0.0 <= getattr(args, flag) <= 1.0:
+            ap.error(f"--{flag} must be between 0 and 1 (got {getattr(args, flag)})")
     configs = driver.available_configs() if args.backends == "all" or args.long else args.backends.split(",")
     n, m = (20000, 20000) if args.long else (args.programs, args.mutants)
     failed = False
@@ -45,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs=args.jobs,
             max_groups=args.max_groups,
             fixpoint=args.fixpoint,
+            streaming=args.streaming,
         )
         print(rep.table(configs))
         for f in rep.failures:

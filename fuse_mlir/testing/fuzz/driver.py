@@ -59,18 +59,26 @@ def available_configs() -> list[str]:
 
 
 def supports(config: str, options: dict[str, Any]) -> bool:
-    """Whether ``config`` runs programs compiled with ``options``: fixpoint mode is the reference's and llvm's."""
-    return options.get("mode", "single") != "fixpoint" or CONFIGS[config]["backend"] in ("reference", "llvm")
+    """Whether ``config`` runs programs compiled with ``options``: fixpoint and streaming modes are the
+    reference's and llvm's."""
+    return options.get("mode", "single") == "single" or CONFIGS[config]["backend"] in ("reference", "llvm")
 
 
 def run_one(
-    source: str, arrays: dict[str, np.ndarray], config: str, options: dict[str, Any] | None = None
+    source: str,
+    arrays: dict[str, np.ndarray],
+    config: str,
+    options: dict[str, Any] | None = None,
+    steps: int = 0,
+    streams: tuple[str, ...] = (),
 ) -> tuple[str, Any]:
     """Compile and run ``source`` on one configuration: ("ok", outputs) | ("fuse_error", text) | ("crash", tb).
 
     ``options`` are the program's own compile keywords (its mode). In fixpoint mode the outputs also hold
     each recursive group's run count and converged flag, as ``<names>#iterations`` and ``<names>#converged``
-    (the group's tensor names sorted and joined by ``+``), which the oracle computes too.
+    (the group's tensor names sorted and joined by ``+``), which the oracle computes too. In streaming mode
+    the runner makes ``steps`` calls, giving the ``streams`` inputs one slice of their last axis each, and
+    the outputs are each step's exports as ``name@step``.
     """
     from fuse_mlir import FuseError, Program
     from fuse_mlir.diagnostics import diagnostic_handler
@@ -79,6 +87,12 @@ def run_one(
         # the warnings (a fixpoint that reached max_iters) are outputs the comparison already sees
         with diagnostic_handler(lambda diagnostic: None):
             runner = Program(source).compile(**CONFIGS[config], **(options or {}))
+            if steps:
+                got = {}
+                for s in range(steps):
+                    given = {k: (v[..., s] if k in streams else v).copy() for k, v in arrays.items()}
+                    got.update({f"{k}@{s + 1}": np.array(v, copy=True) for k, v in runner(**given).items()})
+                return "ok", got
             out = runner(**{k: v.copy() for k, v in arrays.items()})
         got = {k: np.array(v, copy=True) for k, v in out.items()}
         if (options or {}).get("mode") == "fixpoint" and runner.last_run is not None:
@@ -96,7 +110,12 @@ def run_one(
 
 
 def invalid_ir_pass(
-    source: str, arrays: dict[str, np.ndarray], config: str, options: dict[str, Any] | None = None
+    source: str,
+    arrays: dict[str, np.ndarray],
+    config: str,
+    options: dict[str, Any] | None = None,
+    steps: int = 0,
+    streams: tuple[str, ...] = (),
 ) -> str | None:
     """Compile and run ``source`` again, uncached, with the IR verified after every pass: the verifier's error,
     which names the pass that built invalid IR, or None when every pass's output verifies.
@@ -112,7 +131,9 @@ def invalid_ir_pass(
     before = os.environ.get("FUSE_VERIFY")
     os.environ["FUSE_VERIFY"] = "each"
     try:
-        Program(source).compile(**kw)(**{k: v.copy() for k, v in arrays.items()})
+        runner = Program(source).compile(**kw)
+        for s in range(max(steps, 1)):
+            runner(**{k: (v[..., s] if k in streams else v).copy() for k, v in arrays.items()})
     except Exception as e:  # noqa: BLE001 - only a verifier's message is wanted here
         text = str(e)
         return text if "does not verify" in text else None

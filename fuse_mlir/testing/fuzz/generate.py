@@ -49,6 +49,7 @@ from fuse_mlir.testing.fuzz.program import (
     INum,
     IOff,
     ISlice,
+    ITime,
     ListConst,
     Lit,
     Paren,
@@ -77,12 +78,13 @@ class Info:
 class Generator:
     """Draws one program from a seed; :meth:`program` returns a :class:`FuzzProgram` the oracle accepts."""
 
-    def __init__(self, seed: int, *, max_groups: int = 4, fixpoint: float = 0.0):
+    def __init__(self, seed: int, *, max_groups: int = 4, fixpoint: float = 0.0, streaming: float = 0.0):
         self.seed = seed
         self.rng = random.Random(seed)
         self.max_groups = max_groups
-        # drawn from a stream of its own, so the programs of seeds that get no recursive group stay the same
+        # drawn from streams of their own, so the programs of seeds that get neither stay the same
         self.recursive = fixpoint > 0 and random.Random(f"fixpoint:{seed}").random() < fixpoint
+        self.streamed = not self.recursive and streaming > 0 and random.Random(f"streaming:{seed}").random() < streaming
 
     # -- program ------------------------------------------------------------------------------------
 
@@ -128,6 +130,13 @@ class Generator:
                 return None
             if r.random() < 0.5:
                 self.add_group(f"T{groups + 1}", self.group)
+        if self.streamed:
+            p.mode = "streaming"
+            p.steps = r.randint(2, 4)
+            if not self.add_group(f"T{groups}", self.stream_group):
+                return None
+            if r.random() < 0.5:
+                self.add_group(f"T{groups + 1}", self.stream_reader)
         if not p.eqs:
             return None
         defined = list(dict.fromkeys(e.lhs for e in p.eqs))
@@ -411,6 +420,50 @@ class Generator:
         if shape == "square":
             return [Eq(name, (i, j), "=", join(Ref(name, (i, k)), Ref(name, (k, j))), True)]
         return [Eq(name, (i, j), "=", join(Ref(name, (i, k)), rel(k, j)), True)]
+
+    # -- streamed groups (streaming mode) ----------------------------------------------------------
+
+    def stream_group(self, name: str) -> list[Eq]:
+        """``S[.., *t+1] = base + U[.., *t+1] + f(S[.., *t or *t-1])`` (and now and then ``U[.., *t]``): a
+        recurrence over a stream input ``U`` (its data's last axis is the step), ``base`` an ordinary
+        right-hand side. ``U`` ranges over every left-hand name, so the zero history's shape follows from
+        the inputs."""
+        r = self.rng
+        lnames = r.sample(NAMES, r.choices([0, 1, 2], [1, 3, 3])[0])
+        names = tuple(IName(n) for n in lnames)
+        self.dot = None
+        base = self.rhs(lnames, depth=1)
+        u = self.new_input((*(self.ext(n) for n in lnames), self.p.steps))
+        e: Expr = Bin("+", base, Ref(u, (*names, ITime(1))))
+        if r.random() < 0.3:
+            e = Bin("+", e, Bin("*", Lit(0.5), Ref(u, (*names, ITime(0))), juxt=True))
+        prev = Ref(name, (*names, ITime(r.choice([0, 0, -1]))))
+        form = r.choice(["plain", "half", "relu", "tanh", "max", "scaled"])
+        if form == "half":
+            step: Expr = Bin("*", Lit(0.5), prev, juxt=True)
+        elif form in ("relu", "tanh"):
+            step = Call(form, (prev,))
+        elif form == "max":
+            step = Call("max", (prev, self.input_ref(lnames)))
+        elif form == "scaled":
+            step = Bin("*", self.input_ref(lnames), prev, juxt=r.random() < 0.7)
+        else:
+            step = prev
+        self.stream = (name, lnames)
+        return [Eq(name, (*names, ITime(1)), "=", Bin(r.choice("+-"), e, step))]
+
+    def stream_reader(self, name: str) -> list[Eq]:
+        """A second streamed tensor reading the first this step (and, now and then, one step back), projected
+        onto some of its names."""
+        r = self.rng
+        src, lnames = self.stream
+        keep = [n for n in lnames if r.random() < 0.6]
+        now = Ref(src, (*(IName(n) for n in lnames), ITime(1)))
+        e: Expr = Bin("*", now, self.input_ref(lnames), juxt=True) if r.random() < 0.5 else Call("relu", (now,))
+        if r.random() < 0.4:
+            e = Bin("-", e, Ref(src, (*(IName(n) for n in lnames), ITime(0))))
+        op = r.choice(["=", "=", "max="]) if len(keep) < len(lnames) else "="
+        return [Eq(name, (*(IName(n) for n in keep), ITime(1)), op, e)]
 
     def const_eq(self, name: str, lnames: list[str]) -> Eq:
         r = self.rng

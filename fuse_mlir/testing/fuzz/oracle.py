@@ -25,7 +25,7 @@ a negative integer power); :class:`Reject` a program outside what the oracle mod
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ from fuse_mlir.testing.fuzz.program import (
     INum,
     IOff,
     ISlice,
+    ITime,
     ListConst,
     Lit,
     Paren,
@@ -198,19 +199,22 @@ class Oracle:
         self.extents = dict(prog.extents)
         self.eq: Eq | None = None
         self.sized_names = _sized_names(prog)
+        #: Fixpoint mode, per recursive group (its names sorted, joined by ``+``): runs and converged flag,
+        #: each run's largest change as a multiple of the convergence tolerance, and whether it is float.
+        self.runs: dict[str, tuple[int, bool]] = {}
+        self.changes: dict[str, list[float]] = {}
+        self.inexact: set[str] = set()
 
     # -- programs -----------------------------------------------------------------------------------
 
     def run(self) -> dict[str, np.ndarray]:
         """The exports; in fixpoint mode also ``<names>#iterations`` and ``<names>#converged`` per recursive
         group (its tensor names sorted and joined by ``+``), as 0-d int64 and int8 arrays."""
+        if self.prog.mode == "streaming":
+            return self.stream()
         groups: dict[str, list[Eq]] = {}
         for eq in self.prog.eqs:
             groups.setdefault(eq.lhs, []).append(eq)
-        self.runs: dict[str, tuple[int, bool]] = {}
-        self.inexact: set[str] = set()
-        #: Per recursive group, each run's largest change as a multiple of the convergence tolerance.
-        self.changes: dict[str, list[float]] = {}
         done: set[str] = set()
         for name, eqs in groups.items():
             if name in done:
@@ -229,6 +233,79 @@ class Oracle:
         for label, (iters, converged) in self.runs.items():
             out[f"{label}#iterations"] = np.array(iters, dtype=np.int64)
             out[f"{label}#converged"] = np.array(int(converged), dtype=np.int8)
+        return out
+
+    def stream(self) -> dict[str, np.ndarray]:
+        """Streaming mode (LANGUAGE.md §5, as ``docs/modes.md`` pins it down): ``steps`` steps, each evaluating
+        every group once in order, a reference ``d`` steps behind its left-hand side reading the value that
+        many steps back (zeros before the first step); stream inputs are the data's slices along its last
+        axis. The exports of step ``s`` come back as ``name@s``.
+
+        Each equation is rewritten once: its left-hand time index dropped and each timed reference renamed to
+        ``name@d`` for its lag ``d`` (``name`` itself at lag 0), so a step is an ordinary evaluation. A
+        computed tensor's zero history has the tensor's own dtype: from the promoted dtype of the inputs its
+        equations read (float64 when none, int8 for a boolean tensor), widened while its first step
+        promotes further.
+        """
+        prog = self.prog
+        streams = set(prog.stream_inputs())
+        groups: dict[str, list[Eq]] = {}
+        lags: dict[str, set[int]] = {}
+        for eq in prog.eqs:
+            groups.setdefault(eq.lhs, []).append(_drop_time(eq, lags))
+        computed = {eq.lhs for eq in prog.eqs if any(isinstance(i, ITime) for i in eq.lidx)}
+        data = {u: np.asarray(self.values[u]) for u in streams}
+        shapes = {n: tuple(self.extents[i.name] for i in groups[n][0].lidx if isinstance(i, IName)) for n in computed}
+        history: dict[str, list[np.ndarray]] = {n: [] for n in lags}
+
+        def step(s: int, dtypes: dict[str, np.dtype]) -> None:
+            for u in streams:
+                self.values[u] = data[u][..., s]
+            for n, ds in lags.items():
+                for d in ds:
+                    if len(history[n]) >= d:
+                        self.values[f"{n}@{d}"] = history[n][-d]
+                    elif n in streams:
+                        self.values[f"{n}@{d}"] = np.zeros_like(data[n][..., 0])
+                    else:
+                        self.values[f"{n}@{d}"] = np.zeros(shapes[n], dtypes[n])
+            for name, eqs in groups.items():
+                self.values[name] = self.group(eqs)
+
+        dtypes: dict[str, np.dtype] = {}
+        for n in computed:
+            read = {t for eq in groups[n] for t in tensors_read(eq.rhs) if "@" not in t}
+            outside = [
+                np.asarray(self.values[t]).dtype if t not in streams else data[t].dtype
+                for t in sorted(read)
+                if t in prog.inputs
+            ]
+            dtypes[n] = (
+                np.dtype(np.int8)
+                if groups[n][0].boolean
+                else (np.result_type(*outside) if outside else np.dtype(np.float64))
+            )
+        saved = dict(self.values)
+        for _ in range(8):
+            step(0, dtypes)
+            new = {
+                n: dtypes[n] if groups[n][0].boolean else np.result_type(dtypes[n], self.values[n].dtype)
+                for n in computed
+            }
+            self.values = dict(saved)
+            if new == dtypes:
+                break
+            dtypes = new
+        else:
+            raise Reject("streamed dtypes do not settle")
+        out: dict[str, np.ndarray] = {}
+        exports = prog.exports or list(groups)
+        for s in range(prog.steps):
+            step(s, dtypes)
+            for n in history:
+                history[n].append(np.asarray(self.values[n]))
+            for e in exports:
+                out[f"{e}@{s + 1}"] = np.asarray(self.values[e])
         return out
 
     def fixpoint(self, comp: list[str], groups: dict[str, list[Eq]]) -> None:
@@ -912,6 +989,40 @@ def _literal_only(e: Any) -> bool:
             _literal_only(v) for v in vars(e).values() if isinstance(v, tuple) or hasattr(v, "__dataclass_fields__")
         )
     return True
+
+
+def _drop_time(eq: Eq, lags: dict[str, set[int]]) -> Eq:
+    """``eq`` for one streaming step: the time index dropped from its left-hand side, and each timed reference
+    renamed ``name@d`` for its lag ``d`` behind the left-hand side (kept at lag 0); lags are noted in ``lags``."""
+    lt = next((i.offset for i in eq.lidx if isinstance(i, ITime)), None)
+    if lt is None:
+        return eq
+
+    def rename(e: Any) -> Any:
+        if isinstance(e, Ref):
+            t = next((i.offset for i in e.idx if isinstance(i, ITime)), None)
+            idx = tuple(
+                IGather(rename(i.ref)) if isinstance(i, IGather) else i for i in e.idx if not isinstance(i, ITime)
+            )
+            if t is None:
+                return replace(e, idx=idx)
+            lag = lt - t
+            if lag < 0:
+                raise Reject("a read from the future")
+            if lag:
+                lags.setdefault(e.name, set()).add(lag)
+            return Ref(f"{e.name}@{lag}" if lag else e.name, idx, brackets=bool(idx) or e.brackets)
+        if hasattr(e, "__dataclass_fields__") and not isinstance(e, Lit):
+            changes = {}
+            for f, v in vars(e).items():
+                if isinstance(v, tuple):
+                    changes[f] = tuple(tuple(rename(y) for y in x) if isinstance(x, tuple) else rename(x) for x in v)
+                elif hasattr(v, "__dataclass_fields__"):
+                    changes[f] = rename(v)
+            return replace(e, **changes)
+        return e
+
+    return replace(eq, lidx=tuple(i for i in eq.lidx if not isinstance(i, ITime)), rhs=rename(eq.rhs))
 
 
 def recursive_group(name: str, groups: dict[str, list[Eq]]) -> list[str]:

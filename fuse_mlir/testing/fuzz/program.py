@@ -75,7 +75,18 @@ class IGather:
         return self.ref.text()
 
 
-Index = IName | INum | IOff | ISlice | IGather
+@dataclass(frozen=True)
+class ITime:
+    """Streaming mode's virtual-time index, ``offset`` steps from ``t``: ``*t+1`` (the step a left-hand side
+    defines), ``*t`` and ``*t-1`` (one and two steps before it)."""
+
+    offset: int
+
+    def text(self) -> str:
+        return "*t" + (f"{self.offset:+d}" if self.offset else "")
+
+
+Index = IName | INum | IOff | ISlice | IGather | ITime
 
 # ----------------------------------------------------------------------------- expressions
 
@@ -244,7 +255,7 @@ class Eq:
     """One equation: left-hand side, projection operator and right-hand side (terms are top-level + / -)."""
 
     lhs: str
-    lidx: tuple[IName | INum, ...]
+    lidx: tuple[IName | INum | ITime, ...]
     op: str
     rhs: Expr
     boolean: bool = False  # ``Name(i, j) = ...``
@@ -317,17 +328,31 @@ class FuzzProgram:
     order: list[int] | None = None
     seed: int = 0
     data: dict[str, np.ndarray] = field(default_factory=dict)
-    #: Evaluation mode (LANGUAGE.md §5): "single", or "fixpoint" for programs with recursive groups.
+    #: Evaluation mode (LANGUAGE.md §5): "single", "fixpoint" (recursive groups) or "streaming" (``*t``).
     mode: str = "single"
     #: Fixpoint mode's run limit and whether boolean groups may be evaluated semi-naively.
     max_iters: int = 32
     semi_naive: bool = True
+    #: Streaming mode: how many steps a run makes (stream inputs carry a last axis of this length).
+    steps: int = 0
 
     def compile_options(self) -> dict[str, Any]:
         """The keywords ``Program.compile`` needs besides the backend's: the mode and its settings."""
         if self.mode == "fixpoint":
             return {"mode": "fixpoint", "max_iters": self.max_iters, "semi_naive": self.semi_naive}
+        if self.mode == "streaming":
+            return {"mode": "streaming"}
         return {}
+
+    def stream_inputs(self) -> tuple[str, ...]:
+        """The inputs read with a time index: given one step at a time (their data's last axis is the step)."""
+        timed = {
+            n.name
+            for eq in self.eqs
+            for n in nodes(eq.rhs)
+            if isinstance(n, Ref) and any(isinstance(i, ITime) for i in n.idx)
+        }
+        return tuple(sorted(timed & set(self.inputs)))
 
     def source(self) -> str:
         lines = [d.text() for d in self.decls] + [f.text() for f in self.fns]
