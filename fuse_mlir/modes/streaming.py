@@ -391,9 +391,10 @@ class StreamingRunner(Runner):
         # a time input's history has its own dtype (it is given every step)
         known = {n: np.asarray(given[n]).dtype for n in plan.window if n not in plan.defined and n in given}
         for _ in range(8):
+            carried = {**known, **dtypes}
             states = {
-                state_name(n, d): {**known, **dtypes}[n]
-                for n in [*names, *known]
+                state_name(n, d): dt
+                for n, dt in carried.items()
                 for d in range(1, plan.window[n] + 1)
                 if state_name(n, d) in step_inputs
             }

@@ -11,20 +11,9 @@ import numpy as np
 import pytest
 
 from fuse_mlir.targets import checked_build
-from fuse_mlir.testing.fuzz import reproducer, run_mutants, run_programs
+from fuse_mlir.testing.fuzz import run_mutants, run_programs
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.slow]
-
-
-def _explain(rep) -> str:  # noqa: ANN001
-    out = []
-    for f in rep.failures[:20]:
-        out.append(f"seed {f.seed} on {f.config}: {f.kind}: {f.detail[:600]}")
-        if f.invalid_ir:
-            out.append(f.invalid_ir.splitlines()[0])
-        if f.program.eqs:
-            out.append(reproducer(f.minimised or f.program))
-    return "\n".join(out)
 
 
 def test_programs_agree_with_the_oracle() -> None:
@@ -35,13 +24,13 @@ def test_programs_agree_with_the_oracle() -> None:
     n, seed = (150, 250) if checked_build() else (250, 0)
     rep = run_programs(n, ["reference", "llvm-O2"], seed=seed, timeout=60, max_minimise=3, max_groups=2)
     assert rep.programs >= n * 0.9
-    assert not rep.failures, rep.table(["reference", "llvm-O2"]) + "\n" + _explain(rep)
+    assert not rep.failures, rep.table(["reference", "llvm-O2"]) + "\n" + rep.explain()
 
 
 def test_text_mutants_give_located_errors() -> None:
     rep = run_mutants(2000, ["reference", "llvm-O2"], seed=0, timeout=30)
     assert rep.programs == 2000
-    assert not rep.failures, rep.table(["mutants"]) + "\n" + _explain(rep)
+    assert not rep.failures, rep.table(["mutants"]) + "\n" + rep.explain()
 
 
 def test_oracle_reads_the_spec_examples() -> None:

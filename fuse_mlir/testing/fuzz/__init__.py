@@ -68,6 +68,18 @@ class Report:
         rows.append(f"{self.programs} programs ({self.skipped} skipped: value left open), {self.seconds:.0f} s")
         return "\n".join(rows)
 
+    def explain(self, limit: int = 20) -> str:
+        """The first ``limit`` failures for a test's message: outcome and detail, the pass that built invalid
+        IR when one did, and the (minimised) reproducer of a generated program."""
+        out = []
+        for f in self.failures[:limit]:
+            out.append(f"seed {f.seed} on {f.config}: {f.kind}: {f.detail[:600]}")
+            if f.invalid_ir:
+                out.append(f.invalid_ir.splitlines()[0])
+            if f.program.eqs:
+                out.append(reproducer(f.minimised or f.program))
+        return "\n".join(out)
+
 
 def reproducer(p: FuzzProgram) -> str:
     """A program's text and its inputs, ready to paste into a test."""

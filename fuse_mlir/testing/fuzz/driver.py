@@ -58,6 +58,12 @@ def available_configs() -> list[str]:
 # ----------------------------------------------------------------------------- in the worker
 
 
+def _calls(arrays: dict[str, np.ndarray], steps: int, streams: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
+    """The inputs of each runner call, copied: one call, or one per streaming step with each stream input's
+    slice along its last axis (the rest whole)."""
+    return [{k: (v[..., s] if k in streams else v).copy() for k, v in arrays.items()} for s in range(max(steps, 1))]
+
+
 def supports(config: str, options: dict[str, Any]) -> bool:
     """Whether ``config`` runs programs compiled with ``options``: fixpoint and streaming modes are the
     reference's and llvm's."""
@@ -89,11 +95,11 @@ def run_one(
             runner = Program(source).compile(**CONFIGS[config], **(options or {}))
             if steps:
                 got = {}
-                for s in range(steps):
-                    given = {k: (v[..., s] if k in streams else v).copy() for k, v in arrays.items()}
+                for s, given in enumerate(_calls(arrays, steps, streams)):
                     got.update({f"{k}@{s + 1}": np.array(v, copy=True) for k, v in runner(**given).items()})
                 return "ok", got
-            out = runner(**{k: v.copy() for k, v in arrays.items()})
+            (given,) = _calls(arrays, steps, streams)
+            out = runner(**given)
         got = {k: np.array(v, copy=True) for k, v in out.items()}
         if (options or {}).get("mode") == "fixpoint" and runner.last_run is not None:
             for g in runner.last_run.groups:
@@ -132,8 +138,8 @@ def invalid_ir_pass(
     os.environ["FUSE_VERIFY"] = "each"
     try:
         runner = Program(source).compile(**kw)
-        for s in range(max(steps, 1)):
-            runner(**{k: (v[..., s] if k in streams else v).copy() for k, v in arrays.items()})
+        for given in _calls(arrays, steps, streams):
+            runner(**given)
     except Exception as e:  # noqa: BLE001 - only a verifier's message is wanted here
         text = str(e)
         return text if "does not verify" in text else None

@@ -25,6 +25,7 @@ a negative integer power); :class:`Reject` a program outside what the oracle mod
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -272,7 +273,7 @@ class Oracle:
             for name, eqs in groups.items():
                 self.values[name] = self.group(eqs)
 
-        dtypes: dict[str, np.dtype] = {}
+        start: dict[str, np.dtype] = {}
         for n in computed:
             read = {t for eq in groups[n] for t in tensors_read(eq.rhs) if "@" not in t}
             outside = [
@@ -280,24 +281,16 @@ class Oracle:
                 for t in sorted(read)
                 if t in prog.inputs
             ]
-            dtypes[n] = (
-                np.dtype(np.int8)
-                if groups[n][0].boolean
-                else (np.result_type(*outside) if outside else np.dtype(np.float64))
-            )
+            start[n] = np.result_type(*outside) if outside else np.dtype(np.float64)
         saved = dict(self.values)
-        for _ in range(8):
-            step(0, dtypes)
-            new = {
-                n: dtypes[n] if groups[n][0].boolean else np.result_type(dtypes[n], self.values[n].dtype)
-                for n in computed
-            }
+
+        def first_step(trial: dict[str, np.dtype]) -> dict[str, np.dtype]:
+            step(0, trial)
+            got = {n: self.values[n].dtype for n in computed}
             self.values = dict(saved)
-            if new == dtypes:
-                break
-            dtypes = new
-        else:
-            raise Reject("streamed dtypes do not settle")
+            return got
+
+        dtypes = _settle_dtypes(start, {n for n in computed if groups[n][0].boolean}, first_step, "streamed tensors")
         out: dict[str, np.ndarray] = {}
         exports = prog.exports or list(groups)
         for s in range(prog.steps):
@@ -321,7 +314,7 @@ class Oracle:
         shapes = {n: tuple(self.extents[i.name] for i in groups[n][0].lidx) for n in comp}
         if any(not isinstance(i, IName) for n in comp for eq in groups[n] for i in eq.lidx):
             raise Reject("numeric left-hand positions in a recursive group")
-        boolean = {n: any(eq.boolean for eq in groups[n]) for n in comp}
+        boolean = {n for n in comp if any(eq.boolean for eq in groups[n])}
         outside = [
             np.asarray(self.values[t]).dtype
             for n in comp
@@ -330,17 +323,13 @@ class Oracle:
             if t not in comp and t in self.values
         ]
         base = np.result_type(*outside) if outside else np.dtype(np.float64)
-        dtypes = {n: np.dtype(np.int8) if boolean[n] else base for n in comp}
-        for _ in range(8):
+
+        def first_run(trial: dict[str, np.dtype]) -> dict[str, np.dtype]:
             for n in comp:
-                self.values[n] = np.zeros(shapes[n], dtypes[n])
-            got = {n: self.group(groups[n]).dtype for n in comp}
-            new = {n: dtypes[n] if boolean[n] else np.result_type(dtypes[n], got[n]) for n in comp}
-            if new == dtypes:
-                break
-            dtypes = new
-        else:
-            raise Reject("recursive group's dtype does not settle")
+                self.values[n] = np.zeros(shapes[n], trial[n])
+            return {n: self.group(groups[n]).dtype for n in comp}
+
+        dtypes = _settle_dtypes(dict.fromkeys(comp, base), boolean, first_run, "recursive group")
         for n in comp:
             self.values[n] = np.zeros(shapes[n], dtypes[n])
         runs, converged, changes = 0, False, []
@@ -989,6 +978,25 @@ def _literal_only(e: Any) -> bool:
             _literal_only(v) for v in vars(e).values() if isinstance(v, tuple) or hasattr(v, "__dataclass_fields__")
         )
     return True
+
+
+def _settle_dtypes(
+    start: dict[str, np.dtype],
+    boolean: set[str],
+    trial: Callable[[dict[str, np.dtype]], dict[str, np.dtype]],
+    what: str,
+) -> dict[str, np.dtype]:
+    """The carried dtypes of tensors computed from their own earlier values (a recursive group, a streamed
+    tensor's history): ``start`` (int8 for the ``boolean`` ones), widened by the dtypes ``trial`` computes
+    from them until nothing promotes further (``Reject`` after 8 rounds)."""
+    dtypes = {n: np.dtype(np.int8) if n in boolean else d for n, d in start.items()}
+    for _ in range(8):
+        got = trial(dtypes)
+        new = {n: d if n in boolean else np.result_type(d, got[n]) for n, d in dtypes.items()}
+        if new == dtypes:
+            return dtypes
+        dtypes = new
+    raise Reject(f"the dtypes of the {what} do not settle")
 
 
 def _drop_time(eq: Eq, lags: dict[str, set[int]]) -> Eq:
