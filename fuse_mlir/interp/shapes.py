@@ -165,6 +165,8 @@ def _infer(
             return [broadcast_shape(*[shape(v) for v in op.inputs])]
         case te.CastOp():
             return [shape(op.input)]
+        case te.FixpointOp():  # each run yields the carried types, and the interpreters keep the init's shape
+            return [*(shape(v) for v in op.inits), (), ()]
     return [None] * len(op.results)
 
 

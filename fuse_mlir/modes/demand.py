@@ -14,8 +14,10 @@ Two rewrites of the tensor_eq module make the query program:
    3 of W only. It stops (the op runs whole and its result is gathered) at
    ops where the axis is not parallel: a softmax/normalisation along that
    axis, concat, flatten, place, model blocks, generators, a broadcast that
-   creates the axis, and accesses that read it through an offset, a
-   diagonal or a gather.
+   creates the axis, accesses that read it through an offset, a
+   diagonal or a gather, and the results of a fixpoint loop (fixpoint
+   mode: the loop runs whole; queries lower the program with the runner's
+   own options, so its mode, limits and temperature schedules apply).
 
 The selected positions are not compiled in: each selection is a gather by a
 run-time index input (a 0-d position, or a 1-d vector of positions for a
@@ -51,7 +53,7 @@ from xdsl.dialects.builtin import ModuleOp
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.shapes import infer_shapes
-from fuse_mlir.lowered import InputSpec, Lowered, ProgramLowering, RunResult, coerce_input
+from fuse_mlir.lowered import InputSpec, Lowered, LowerOptions, ProgramLowering, RunResult, coerce_input
 from fuse_mlir.passes.transforms.demand import defining_value, own_names, prune, query_module
 
 
@@ -60,6 +62,7 @@ class QueryRunner(Protocol):
     and the call that runs one lowered module on validated arrays."""
 
     program: ProgramLowering
+    options: LowerOptions | None  # the runner's mode and its settings: queries lower the program the same way
 
     def execute(self, lowered: Lowered, arrays: dict[str, np.ndarray]) -> RunResult:
         """Run ``lowered`` on ``arrays`` (after the runner's rewrite), recording it for explain()."""
@@ -141,7 +144,7 @@ class DemandCache:
         """The program inputs ``name`` depends on (independent of dtypes, so found once on the default lowering)."""
         hit = self.needs.get(name)
         if hit is None:
-            module = self.runner.program.lower().module
+            module = self.runner.program.lower(None, self.runner.options).module
             if defining_value(module, name) is None:
                 known = sorted(
                     {op.tensor_name.data for op in module.body.block.ops if isinstance(op, te.GroupOp | te.InputOp)}
@@ -156,7 +159,7 @@ class DemandCache:
     def query(self, name: str, select: Mapping[str | int, int | slice], inputs: dict[str, Any]) -> np.ndarray:
 
         runner = self.runner
-        all_specs = {s.name: s for s in runner.program.lower().inputs}
+        all_specs = {s.name: s for s in runner.program.lower(None, runner.options).inputs}
         unknown = sorted(set(inputs) - set(all_specs))
         if unknown:
             raise FuseRuntimeError(
@@ -166,7 +169,7 @@ class DemandCache:
         arrays = {k: coerce_input(k, v, all_specs[k]) for k, v in inputs.items()}
         needed = self._needed(name)
         # Specialise on the dtypes of what the query reads only, so other inputs never cause a recompile.
-        lowered = runner.program.lower({k: v.dtype for k, v in arrays.items() if k in needed})
+        lowered = runner.program.lower({k: v.dtype for k, v in arrays.items() if k in needed}, runner.options)
         root = defining_value(lowered.module, name)
         assert root is not None
         axes = _selection(name, own_names(root), select)

@@ -28,15 +28,21 @@ _EXTENT_OPS = (te.DimOp, te.SliceLenOp)
 
 
 def defining_value(module: ModuleOp, name: str) -> SSAValue | None:
-    """The value tensor ``name`` has in the module: its (last) group, or the input or source of that name."""
-    found = None
+    """The value tensor ``name`` has in the module: its (last) group, the result of the ``te.fixpoint`` that
+    carries it (fixpoint mode: a recursive tensor's group is inside the loop's body), or the input or source of
+    that name."""
+    found: SSAValue | None = None
     for op in module.body.block.ops:
         if isinstance(op, te.GroupOp | te.InputOp | te.SourceOp) and op.tensor_name.data == name:
             found = op.results[0]
+        elif isinstance(op, te.FixpointOp) and name in (names := te.names_of(op.names)):
+            found = op.carried[names.index(name)]
     return found
 
 
 def _closure(roots: list[Operation]) -> set[Operation]:
+    """The ops ``roots`` depend on, through their operands and the operands of the ops in their regions (a
+    ``te.fixpoint`` body reads values defined outside it)."""
     seen: set[Operation] = set()
     stack = list(roots)
     while stack:
@@ -44,9 +50,10 @@ def _closure(roots: list[Operation]) -> set[Operation]:
         if op in seen:
             continue
         seen.add(op)
-        for v in op.operands:
-            if isinstance(v.owner, Operation):
-                stack.append(v.owner)
+        for inner in op.walk():
+            for v in inner.operands:
+                if isinstance(v.owner, Operation):
+                    stack.append(v.owner)
     return seen
 
 
@@ -73,9 +80,11 @@ def _is_tensor(v: SSAValue) -> bool:
 
 
 def own_names(v: SSAValue) -> tuple[str, ...]:
-    """The index names a value's producer gives its axes."""
+    """The index names a value's producer gives its axes (a ``te.fixpoint`` result: its initial value's)."""
     op = v.owner
     assert isinstance(op, Operation)
+    if isinstance(op, te.FixpointOp):
+        return own_names(op.inits[list(op.carried).index(v)])
     return te.names_of(op.attributes["indices"])
 
 
