@@ -170,6 +170,9 @@ def test_queries_use_the_runners_temperature_schedule(backend):
     np.testing.assert_allclose(full["Y"], 1 / (1 + np.exp(-b / 0.5)))
     for name in ("X", "Y"):
         np.testing.assert_allclose(run.query(name, {"i": slice(None, None, -1)}, B=b), full[name][::-1], rtol=1e-12)
+    # Single mode too: the query gave the hard step (T missing), silently, before.
+    single = Program("Y[i] = sig(B[i])\nexport Y").compile(backend, temperature={"Y": 0.5})
+    np.testing.assert_allclose(single.query("Y", {"i": 1}, B=b), 1 / (1 + np.exp(-b[1] / 0.5)), rtol=1e-12)
 
 
 def test_unknown_tensor():
