@@ -90,6 +90,8 @@ def reproducer(p: FuzzProgram) -> str:
     if p.mode == "streaming":
         given = ", ".join(f"{u}={u}[..., s]" for u in p.stream_inputs())
         lines.append(f"# run {p.steps} steps s = 0..{p.steps - 1}, each call given {given} (the rest whole)")
+    for q in p.queries:
+        lines.append(f"# then {q.text()[:-1]}, **inputs)")
     lines.append("# inputs:")
     for k, v in p.arrays().items():
         lines.append(f"#   {k} = np.array({v.tolist()!r}, dtype=np.{v.dtype})")
@@ -113,13 +115,15 @@ def run_programs(
     max_groups: int = 4,
     fixpoint: float = 0.0,
     streaming: float = 0.0,
+    demand: float = 0.0,
 ) -> Report:
     """``n`` generated programs (seeds ``seed .. seed+n-1``) on ``configs`` against the oracle.
 
     ``fixpoint`` is the share of programs generated with a recursive group, run in fixpoint mode on the
     configurations that have it (the reference and llvm; the others skip those programs); ``streaming`` the
     share given a streamed recurrence over a stream input, run step by step in streaming mode (the same
-    configurations).
+    configurations); ``demand`` the share (of programs not streamed) that also make one to three demand queries
+    after the run, each compared with the oracle's value of the tensor, selected.
 
     Every (program, configuration) is one task for a pool of ``jobs`` persistent workers (default: the
     usable CPUs); only failures are minimised, afterwards, in one worker. Every failure that is not a hang
@@ -135,7 +139,7 @@ def run_programs(
         tasks: list[driver.Task] = []
         keys: list[tuple[int, str]] = []
         for s in range(seed, seed + n):
-            prog = Generator(s, max_groups=max_groups, fixpoint=fixpoint, streaming=streaming).program()
+            prog = Generator(s, max_groups=max_groups, fixpoint=fixpoint, streaming=streaming, demand=demand).program()
             arrays = prog.arrays()
             inexact: set[str] = set()
             try:
@@ -186,7 +190,7 @@ def run_programs(
 
 def _run_args(p: FuzzProgram) -> tuple:
     """How the driver runs ``p`` besides its text, inputs and configuration: compile options, steps, streams."""
-    return p.compile_options(), p.steps if p.mode == "streaming" else 0, p.stream_inputs()
+    return p.compile_options(), p.steps if p.mode == "streaming" else 0, p.stream_inputs(), tuple(p.queries)
 
 
 def _loose(p: FuzzProgram) -> bool:

@@ -35,8 +35,15 @@ def main(argv: list[str] | None = None) -> int:
         help="share of programs given a streamed recurrence and run step by step in streaming mode (default 0.1; "
         "torch, jax and numba skip them)",
     )
+    ap.add_argument(
+        "--demand",
+        type=float,
+        default=0.2,
+        help="share of programs (not streamed) that also make demand queries, runner.query(name, select), after "
+        "the run (default 0.2)",
+    )
     args = ap.parse_args(argv)
-    for flag in ("fixpoint", "streaming"):
+    for flag in ("fixpoint", "streaming", "demand"):
         if not 0.0 <= getattr(args, flag) <= 1.0:
             ap.error(f"--{flag} must be between 0 and 1 (got {getattr(args, flag)})")
     configs = driver.available_configs() if args.backends == "all" or args.long else args.backends.split(",")
@@ -54,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             max_groups=args.max_groups,
             fixpoint=args.fixpoint,
             streaming=args.streaming,
+            demand=args.demand,
         )
         print(rep.table(configs))
         for f in rep.failures:

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from fuse_mlir.testing.fuzz.program import Query
+
 #: Backend configurations: name -> compile() arguments.
 CONFIGS: dict[str, dict[str, Any]] = {
     "reference": {"backend": "reference"},
@@ -77,6 +79,7 @@ def run_one(
     options: dict[str, Any] | None = None,
     steps: int = 0,
     streams: tuple[str, ...] = (),
+    queries: tuple[Query, ...] = (),
 ) -> tuple[str, Any]:
     """Compile and run ``source`` on one configuration: ("ok", outputs) | ("fuse_error", text) | ("crash", tb).
 
@@ -84,7 +87,8 @@ def run_one(
     each recursive group's run count and converged flag, as ``<names>#iterations`` and ``<names>#converged``
     (the group's tensor names sorted and joined by ``+``), which the oracle computes too. In streaming mode
     the runner makes ``steps`` calls, giving the ``streams`` inputs one slice of their last axis each, and
-    the outputs are each step's exports as ``name@step``.
+    the outputs are each step's exports as ``name@step``. After the run, each of ``queries`` is asked of the
+    runner (``runner.query``, demand mode) and its answer is an output under the query's label.
     """
     from fuse_mlir import FuseError, Program
     from fuse_mlir.diagnostics import diagnostic_handler
@@ -106,6 +110,9 @@ def run_one(
                 label = "+".join(sorted(g.names))
                 got[f"{label}#iterations"] = np.array(g.iterations, dtype=np.int64)
                 got[f"{label}#converged"] = np.array(int(g.converged), dtype=np.int8)
+        with diagnostic_handler(lambda diagnostic: None):
+            for q in queries:
+                got[q.label()] = np.array(runner.query(q.name, q.selection(), **given), copy=True)
         return "ok", got
     except FuseError as e:
         return "fuse_error", str(e)
@@ -122,6 +129,7 @@ def invalid_ir_pass(
     options: dict[str, Any] | None = None,
     steps: int = 0,
     streams: tuple[str, ...] = (),
+    queries: tuple[Query, ...] = (),
 ) -> str | None:
     """Compile and run ``source`` again, uncached, with the IR verified after every pass: the verifier's error,
     which names the pass that built invalid IR, or None when every pass's output verifies.
@@ -140,6 +148,8 @@ def invalid_ir_pass(
         runner = Program(source).compile(**kw)
         for given in _calls(arrays, steps, streams):
             runner(**given)
+        for q in queries:
+            runner.query(q.name, q.selection(), **given)
     except Exception as e:  # noqa: BLE001 - only a verifier's message is wanted here
         text = str(e)
         return text if "does not verify" in text else None

@@ -21,6 +21,11 @@ exactly after as many runs as the axis is long), or a boolean closure
 vector; over a 0/1 input or a comparison). The oracle iterates it itself;
 float groups that do not settle within ``max_iters - 2`` runs are redrawn,
 and now and then ``max_iters`` is 2 or 3, so the limit's path is run too.
+
+With ``streaming`` > 0 a share gets a streamed recurrence over a stream input
+instead, run step by step. With ``demand`` > 0 a share of the programs that
+are not streamed also carries one to three demand queries
+(:meth:`Generator.queries`), drawn after the program is complete.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ from fuse_mlir.testing.fuzz.program import (
     ListConst,
     Lit,
     Paren,
+    Pick,
+    Query,
     Reduce,
     Ref,
     Ternary,
@@ -78,13 +85,16 @@ class Info:
 class Generator:
     """Draws one program from a seed; :meth:`program` returns a :class:`FuzzProgram` the oracle accepts."""
 
-    def __init__(self, seed: int, *, max_groups: int = 4, fixpoint: float = 0.0, streaming: float = 0.0):
+    def __init__(
+        self, seed: int, *, max_groups: int = 4, fixpoint: float = 0.0, streaming: float = 0.0, demand: float = 0.0
+    ):
         self.seed = seed
         self.rng = random.Random(seed)
         self.max_groups = max_groups
         # drawn from streams of their own, so the programs of seeds that get neither stay the same
         self.recursive = fixpoint > 0 and random.Random(f"fixpoint:{seed}").random() < fixpoint
         self.streamed = not self.recursive and streaming > 0 and random.Random(f"streaming:{seed}").random() < streaming
+        self.demanded = demand > 0 and random.Random(f"demand:{seed}").random() < demand
 
     # -- program ------------------------------------------------------------------------------------
 
@@ -93,6 +103,8 @@ class Generator:
         for _ in range(50):
             prog = self._attempt()
             if prog is not None and prog.eqs:
+                if self.demanded and prog.mode != "streaming":
+                    prog.queries = self.queries(prog)
                 return prog
             self.rng = random.Random(r.random())
         raise RuntimeError(f"generator found no program for seed {self.seed}")
@@ -202,6 +214,46 @@ class Generator:
             except (oracle.Reject, oracle.Undefined, FloatingPointError, ValueError, IndexError):
                 p.eqs, p.inputs, self.arrays, self.info, p.decls = snapshot
         return False
+
+    # -- demand queries ----------------------------------------------------------------------------
+
+    def queries(self, p: FuzzProgram) -> list[Query]:
+        """One to three demand queries of ``p``'s tensors (any equation's, sometimes an input's), each axis left
+        whole, picked by an int (in range, negative too) or sliced (bounds past either end, negative steps),
+        by its index name or its position. Drawn from a stream of their own after the program is complete, so
+        the program is the one the seed gives without queries; none when the oracle does not accept it."""
+        r = random.Random(f"demand-draw:{self.seed}")
+        o = oracle.Oracle(p, p.arrays())
+        try:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+                o.run()
+        except (oracle.Undefined, oracle.Reject):
+            return []
+        defined = list(dict.fromkeys(e.lhs for e in p.eqs))
+        inputs = sorted(p.used_inputs())
+        out = []
+        for _ in range(r.choice([1, 1, 2, 3])):
+            name = r.choice(inputs) if inputs and r.random() < 0.1 else r.choice(defined)
+            shape = o.values[name].shape
+            names = p.axis_names(name)
+            select: list[tuple[str | int, Pick]] = []
+            for k, extent in enumerate(shape):
+                kind = r.choice(["whole", "int", "slice"])
+                if kind == "whole" or (kind == "int" and extent == 0):
+                    continue
+                pick: Pick
+                if kind == "int":
+                    pick = r.randint(-extent, extent - 1)
+                else:
+                    start, stop = (None if r.random() < 0.4 else r.randint(-extent - 2, extent + 2) for _ in "ab")
+                    pick = (start, stop, r.choice([None, 1, 2, -1, -2]))
+                axis: str | int = names[k] if names[k] is not None and r.random() < 0.5 else k
+                if isinstance(axis, int) and r.random() < 0.3:
+                    axis -= len(shape)
+                select.append((axis, pick))
+            r.shuffle(select)
+            out.append(Query(name, tuple(select)))
+        return out
 
     # -- helpers ------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Automatic minimisation of a failing program (delta debugging over the fuzzer's own nodes).
 
-Greedy, to a fixed point: drop exports, equations, terms of a right-hand
+Greedy, to a fixed point: drop demand queries, exports, equations, terms of a right-hand
 side, factors of a product, then replace calls, parentheses, operators,
 reductions and conditionals by one of their operands. A candidate is kept
 when the oracle still accepts it and the backend still fails the same way
@@ -65,6 +65,8 @@ def _smaller_exprs(e: Expr) -> Iterator[Expr]:
 
 
 def _candidates(p: FuzzProgram) -> Iterator[FuzzProgram]:
+    for k in range(len(p.queries)):
+        yield p.copy(queries=p.queries[:k] + p.queries[k + 1 :])
     if len(p.exports) > 1:
         for k in range(len(p.exports)):
             yield p.copy(exports=[p.exports[k]])
@@ -119,7 +121,7 @@ def minimise(p: FuzzProgram, fails: Callable[[FuzzProgram], bool], budget: int =
             if tries >= budget:
                 break
             cand = _trim(cand)
-            if len(cand.source()) >= len(best.source()):
+            if (len(cand.source()), len(cand.queries)) >= (len(best.source()), len(best.queries)):
                 continue
             try:
                 ok = fails(cand)

@@ -231,6 +231,13 @@ class Oracle:
             done.update(comp)
         exports = self.prog.exports or list(groups)
         out = {n: self.values[n] for n in exports}
+        for q in self.prog.queries:
+            if q.name not in self.values:
+                raise Reject(f"query of {q.name}, which the program does not define")
+            try:
+                out[q.label()] = np.array(self.values[q.name][q.index(self.prog.axis_names(q.name))], copy=True)
+            except IndexError as e:
+                raise Reject(f"query {q.text()}: {e}") from None
         for label, (iters, converged) in self.runs.items():
             out[f"{label}#iterations"] = np.array(iters, dtype=np.int64)
             out[f"{label}#converged"] = np.array(int(converged), dtype=np.int8)

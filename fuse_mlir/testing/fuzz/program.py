@@ -302,6 +302,47 @@ class Decl:
         return f"{self.kind} {self.name} = {lit_text(self.value)}"
 
 
+#: One axis's selection in a demand query: an int position, or a slice as (start, stop, step).
+Pick = int | tuple[int | None, int | None, int | None]
+
+
+@dataclass(frozen=True)
+class Query:
+    """A demand query, ``runner.query(name, select)`` (``docs/modes.md``): tensor ``name`` restricted by
+    ``select``, pairs of an axis (an index name of the tensor's left-hand side, or a position, negative
+    counting from the end) and an int (the axis goes) or a slice."""
+
+    name: str
+    select: tuple[tuple[str | int, Pick], ...] = ()
+
+    def selection(self) -> dict[str | int, int | slice]:
+        """``select`` as the mapping ``runner.query`` takes."""
+        return {a: v if isinstance(v, int) else slice(*v) for a, v in self.select}
+
+    def label(self) -> str:
+        """The output name its value is compared under: ``T1?{0: 2, 'j': slice(None, None, -1)}``."""
+        return f"{self.name}?{self.selection()!r}"
+
+    def index(self, names: tuple[str | None, ...]) -> tuple[int | slice, ...]:
+        """The NumPy index of the selection on a value whose axes have these index names (None: no name);
+        IndexError when an axis is not one of them."""
+        out: list[int | slice] = [slice(None)] * len(names)
+        for a, v in self.select:
+            if isinstance(a, str):
+                if a not in names:
+                    raise IndexError(f"{self.name} has no axis {a}")
+                k = names.index(a)
+            elif -len(names) <= a < len(names):
+                k = a % len(names)
+            else:
+                raise IndexError(f"{self.name} has no axis {a}")
+            out[k] = v if isinstance(v, int) else slice(*v)
+        return tuple(out)
+
+    def text(self) -> str:
+        return f"runner.query({self.name!r}, {self.selection()!r})"
+
+
 @dataclass
 class InputSpec:
     """One input tensor: shape, dtype and the kind of values it holds."""
@@ -335,6 +376,8 @@ class FuzzProgram:
     semi_naive: bool = True
     #: Streaming mode: how many steps a run makes (stream inputs carry a last axis of this length).
     steps: int = 0
+    #: Demand queries made after the full run (single mode), each compared under its :meth:`Query.label`.
+    queries: list[Query] = field(default_factory=list)
 
     def compile_options(self) -> dict[str, Any]:
         """The keywords ``Program.compile`` needs besides the backend's: the mode and its settings."""
@@ -371,10 +414,25 @@ class FuzzProgram:
         """Names of inputs referenced anywhere (equations and fn calls)."""
         return {n for eq in self.eqs for n in tensors_read(eq.rhs) if n in self.inputs}
 
+    def axis_names(self, name: str) -> tuple[str | None, ...]:
+        """The index name a demand query may select each axis of tensor ``name`` by: the name every equation
+        of ``name`` writes at that position, once; None where they differ, repeat it, or write a number, and for
+        every axis of an input (those are selected by position)."""
+        if name in self.inputs:
+            return (None,) * len(self.inputs[name].shape)
+        sides = [e.lidx for e in self.eqs if e.lhs == name]
+        out: list[str | None] = []
+        for k, item in enumerate(sides[0]):
+            same = isinstance(item, IName) and all(len(s) > k and s[k] == item for s in sides)
+            repeated = sum(1 for x in sides[0] if x == item) > 1
+            out.append(item.name if same and not repeated else None)  # type: ignore[union-attr]
+        return tuple(out)
+
     def copy(self, **changes: Any) -> FuzzProgram:
         new = replace(self, **changes)
         new.decls, new.fns, new.eqs = list(new.decls), list(new.fns), list(new.eqs)
         new.inputs, new.exports, new.extents = dict(new.inputs), list(new.exports), dict(new.extents)
+        new.queries = list(new.queries)
         new.data = dict(new.data)
         new.order = list(new.order) if new.order is not None else None
         return new
