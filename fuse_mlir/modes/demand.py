@@ -237,9 +237,11 @@ def _selection(
 
 
 def _positions(name: str, axis: str, sel: int | slice, extent: int) -> np.ndarray:
-    """The positions a selection picks on an axis of ``extent`` (Python indexing rules; an int is range-checked)."""
+    """The positions a selection picks on an axis of ``extent`` (Python indexing rules; an int is range-checked),
+    as a new contiguous array: a negative step's view has a negative stride, which backends that take arrays
+    without copying (torch.from_numpy) refuse, and the selection inputs do not pass through ``coerce_input``."""
     if isinstance(sel, int):
         if not -extent <= sel < extent:
             raise FuseRuntimeError(f"position {sel} is out of range for axis {axis} of {name} (extent {extent})")
         return np.array(sel % extent, dtype=np.int64)
-    return np.arange(extent, dtype=np.int64)[sel]
+    return np.arange(extent, dtype=np.int64)[sel].copy()
