@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,84 @@ def test_run_json(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run_fuse(capsys, "run", "two.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--json")
     assert rc == 0, err
     assert json.loads(out) == {"Y": Y.tolist(), "Z": Z.tolist()}
+
+
+def test_run_queries(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--query evaluates only what a tensor needs (Z[i] = 2 W[i,j]-style queries need no X), selected."""
+    (work / "q.fuse").write_text("Y[i] = W[i,j] X[j]\nZ[j, i] = 2 W[i,j]\nexport Y\n")
+    argv = ["run", "q.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "--json"]
+    queries = ["Y[i=1]", " Y[::-1] ", "Z", "Z[j=0:3:2, -1]", "Z[1, :]", "Z[i=-1, j=1:]"]
+    rc, out, err = run_fuse(capsys, *argv, *(a for q in queries for a in ("-q", q)))
+    assert rc == 0, err
+    z = 2 * W.T
+    want = {"Y[i=1]": Y[1], "Y[::-1]": Y[::-1], "Z": z, "Z[j=0:3:2, -1]": z[0:3:2, -1], "Z[1, :]": z[1]}
+    want["Z[i=-1, j=1:]"] = z[1:, -1]
+    assert json.loads(out) == {k: np.asarray(v).tolist() for k, v in want.items()}
+    rc, out, err = run_fuse(capsys, "run", "q.fuse", "-i", "W=w.npy", "--query", "Z[0]")  # X not needed
+    assert rc == 0, err
+    assert out.startswith("Z[0] float64[2] =") and "[0. 6.]" in out
+    rc, out, err = run_fuse(capsys, "run", "q.fuse", "-i", "W=w.npy", "-q", "Z[i=0]", "-o", "z.npy")
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(work / "z.npy"), z[:, 0])
+
+
+def test_run_queries_as_documented(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The --query line of docs/modes.md, on the shipped MLP example, against its full run."""
+    root = Path(__file__).resolve().parent.parent
+    line = next(x for x in (root / "docs" / "modes.md").read_text().splitlines() if x.startswith("fuse run examples"))
+    argv = shlex.split(line.split("#")[0])[1:]
+    argv[1] = str(root / argv[1])
+    rc, out, err = run_fuse(capsys, *argv, "--json", "--out-root", str(tmp_path))
+    assert rc == 0, err
+    got = json.loads(out)
+    full = Program.from_file(root / "examples" / "mlp.fuse").compile("reference")
+    exports = full.run({}, write_sinks=False)
+    hidden = full.query("H")
+    want = {"P[b=1]": exports["P"][1], "LogZ[::-1]": exports["LogZ"][::-1], "H[0, h=2:4]": hidden[0, 2:4]}
+    assert list(got) == list(want)
+    for k, v in want.items():
+        np.testing.assert_allclose(got[k], v, rtol=1e-12)
+
+
+def test_run_queries_in_fixpoint_mode(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (work / "reach.fuse").write_text("R(i,j) = E(i,j)\nR(i,j) = R(i,k) E(k,j)\nexport R\n")
+    np.save(work / "e.npy", np.eye(4, k=1, dtype=np.int8))
+    argv = ["run", "reach.fuse", "-i", "E=e.npy", "--mode", "fixpoint", "--json", "-q", "R[i=1]"]
+    rc, out, err = run_fuse(capsys, *argv)
+    assert rc == 0, err
+    assert json.loads(out) == {"R[i=1]": [0, 0, 1, 1]}
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("Y[", "bad --query 'Y[': expected NAME or NAME[SEL, ...]"),
+        ("3Y", "bad --query '3Y'"),
+        ("Y[x]", "'x' is not an int or a slice"),
+        ("Y[1:2:3:4]", "'1:2:3:4' is not an int or a slice"),
+        ("Y[::0]", "slice step cannot be zero"),
+        ("Y[i+1=0]", "'i+1' is not an axis"),
+        ("Y[0, i=1]", "axis i of Y is selected twice"),
+        ("Y[i=0, i=1]", "axis i is selected twice"),
+        ("Y[q=1]", "Y has no axis 'q' (its axes: i)"),
+        ("Y[1, 2]", "Y has no axis 1 (rank 1)"),
+        ("Y[7]", "position 7 is out of range for axis i of Y (extent 2)"),
+        ("Nope", "cannot query 'Nope': the program has no tensor of that name"),
+    ],
+)
+def test_bad_queries(work: Path, capsys: pytest.CaptureFixture[str], query: str, message: str) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-i", "X=x.npy", "-q", query)
+    assert_user_error(rc, out, err)
+    assert message in err, err
+
+
+def test_queries_need_their_inputs_and_no_streaming(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "-i", "W=w.npy", "-q", "Y[0]")
+    assert_user_error(rc, out, err)
+    assert "Y needs input X" in err and "matvec.fuse:2:" in err
+    rc, out, err = run_fuse(capsys, "run", "matvec.fuse", "--mode", "streaming", "-q", "Y")
+    assert_user_error(rc, out, err)
+    assert "--query is not available in streaming mode" in err
 
 
 @pytest.mark.parametrize("ext", [".npz", ".json", ".csv"])

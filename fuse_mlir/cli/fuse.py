@@ -1,6 +1,7 @@
 """The ``fuse`` command: run a `.fuse` program, or explain its equations.
 
     fuse run prog.fuse --input W=w.npy --input X=x.json [--out y.npz] [--json] [--explain] [--timing]
+    fuse run prog.fuse --input W=w.npy --query 'Y[i=3]' --query 'Z[::-1, 0]'   # demand queries
     fuse explain prog.fuse [--json]
     fuse --version
 
@@ -92,6 +93,17 @@ def build_parser() -> ArgumentParser:
         help="streaming mode: run N time steps with the same inputs and print the last step's exports (default: 1)",
     )
     run.add_argument("--max-iters", type=int, default=32, metavar="N", help="fixpoint mode's run limit (default: 32)")
+    run.add_argument(
+        "--query",
+        "-q",
+        action="append",
+        default=[],
+        metavar="NAME[SEL,...]",
+        help="instead of the exports, evaluate only what tensor NAME depends on and print it, selected: each SEL "
+        "is an int (the axis goes), a slice start:stop:step, or AXIS=int|slice with AXIS an index name or a "
+        "position (e.g. 'Y[i=3]', 'Y[::-1, 0]', 'Y[j=1:4]'); the inputs NAME does not depend on may be left out; "
+        "repeatable (docs/modes.md, demand)",
+    )
     run.add_argument(
         "--explain",
         action="store_true",
@@ -199,13 +211,68 @@ def save_exports(exports: Mapping[str, np.ndarray], path: str) -> None:
         raise FuseError(f"cannot save exports to '{path}': {exc.strerror or exc}") from None
 
 
+_QUERY_RE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_']*)\s*(?:\[(.*)\])?\s*\Z", re.S)
+_AXIS_RE = re.compile(r"\s*(-?\d+|[A-Za-z_][A-Za-z0-9_']*)\s*\Z")
+_QUERY_SYNTAX = (
+    "expected NAME or NAME[SEL, ...], each SEL an int, a slice start:stop:step or AXIS=int|slice "
+    "(AXIS an index name or a position), e.g. 'Y[i=3]' or 'Y[::-1, 0]'"
+)
+
+
+def _pick(text: str, query: str) -> int | slice | None:
+    """One selection: an int, a slice (``a:b``, ``a:b:c``, parts optional), or None for a bare ``:``."""
+    parts = [p.strip() for p in text.split(":")]
+    try:
+        if len(parts) == 1 and parts[0]:
+            return int(parts[0])
+        if 2 <= len(parts) <= 3:
+            start, stop, step = (int(p) if p else None for p in (*parts, "")[:3])
+            if step == 0:
+                raise FuseError(f"bad --query '{query}': slice step cannot be zero")
+            return None if (start, stop, step) == (None, None, None) else slice(start, stop, step)
+    except ValueError:
+        pass
+    raise FuseError(f"bad --query '{query}': '{text.strip()}' is not an int or a slice; {_QUERY_SYNTAX}")
+
+
+def parse_query(text: str) -> tuple[str, dict[str | int, int | slice]]:
+    """``--query`` text (``Y[i=3, ::-1]``) as the tensor's name and ``runner.query``'s selection: an item
+    ``AXIS=SEL`` selects that axis (an index name or a position), a bare item the axis at its own position."""
+    m = _QUERY_RE.match(text)
+    if m is None:
+        raise FuseError(f"bad --query '{text}': {_QUERY_SYNTAX}")
+    name, body = m.group(1), m.group(2)
+    select: dict[str | int, int | slice] = {}
+    if body is None or not body.strip():
+        return name, select
+    for k, item in enumerate(body.split(",")):
+        axis_text, eq, sel_text = item.partition("=")
+        if not eq:
+            axis: str | int = k
+            sel_text = axis_text
+        else:
+            a = _AXIS_RE.match(axis_text)
+            if a is None:
+                raise FuseError(f"bad --query '{text}': '{axis_text.strip()}' is not an axis; {_QUERY_SYNTAX}")
+            axis = int(a.group(1)) if a.group(1).lstrip("-").isdigit() else a.group(1)
+        sel = _pick(sel_text, text)
+        if axis in select:
+            raise FuseError(f"bad --query '{text}': axis {axis} is selected twice")
+        if sel is not None:
+            select[axis] = sel
+    return name, select
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """``fuse run``: load, run, then print or save the exports."""
+    """``fuse run``: load, run, then print or save the exports (or, with ``--query``, the queried tensors)."""
     program = load_program(args.program)
     if args.steps < 1:
         raise FuseError(f"--steps must be at least 1 (got {args.steps})")
     if args.steps != 1 and args.mode != "streaming":
         raise FuseError("--steps applies to --mode streaming only")
+    queries = {q.strip(): parse_query(q) for q in args.query}
+    if queries and args.mode == "streaming":
+        raise FuseError("--query is not available in streaming mode: a step depends on the steps before it")
     paths = parse_input_args(args.input)
     file_sources = {s.lhs.name for s in program.resolved.sources}
     replaced = {n: p for n, p in paths.items() if n in file_sources}
@@ -224,7 +291,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = load_inputs(program, {n: p for n, p in paths.items() if n not in replaced}, runner=runner)
     compiled_before = sum(runner.compile_stats.values())
     start = time.perf_counter()
-    for _ in range(args.steps):
+    if queries:
+        exports = {label: runner.query(name, select, **inputs) for label, (name, select) in queries.items()}
+    for _ in range(args.steps if not queries else 0):
         exports = runner.run(inputs)
     wall = time.perf_counter() - start
     if args.explain:
