@@ -10,7 +10,8 @@ Three bounds, the largest wins:
 - exp: number of exp evaluations × XLA's vector exp per element per core
   (0.92 ns float64, 0.28 ns float32) / 2 cores (the report: the exp
   it measured at the start);
-- BLAS: matrix-product flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32);
+- BLAS: matrix-product flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32)
+  (the report: the GEMM throughput it measured at the start);
 - random reads: gathered elements × the fastest random read per element per
   core measured here (``benchmarks.limits``) / cores (the gather workload;
   measured limits only).
@@ -43,7 +44,9 @@ FORMULAS = (
     "exp: n_exp × t_exp / cores, t_exp the fastest vectorised exp per element per core measured by this run (the "
     "header's: compute throughput does not drift as bandwidth does, 0.72–0.78 ns float64 in every run this session, while a "
     "one-thread exp probe timed among the workloads read up to 1.69 ns)",
-    "BLAS: 2·M·K·N flops / 84 GFLOP/s (float64) or 187 GFLOP/s (float32) (OpenBLAS GEMM, 2 threads)",
+    "BLAS: 2·M·K·N flops / the GEMM throughput this run measured (the header's: NumPy's matmul of two 2048² "
+    "matrices of the dtype, its OpenBLAS on all cores, best of 5); 84 GFLOP/s (float64) or 187 GFLOP/s (float32), "
+    "another machine's, where none was measured",
     "random reads: n_gathered × t_read / cores, t_read fuse_mlir's one-thread random read from a 1M-element table "
     "per element (index read included), its median in the workload's rounds",
     "where no probe could run, the header's figures (the best of several runs at the start) stand in",
@@ -120,7 +123,8 @@ def bound(
         )
     flops = _gemm_flops(name, inputs)
     if flops:
-        candidates.append(Bound(flops / (GEMM_GFLOPS[dtype] * 1e9), "BLAS", f"{GEMM_GFLOPS[dtype]:.0f} GFLOP/s"))
+        gflops = (limits.gemm_gflops.get(dtype) if limits else None) or GEMM_GFLOPS[dtype]
+        candidates.append(Bound(flops / (gflops * 1e9), "BLAS", f"{gflops:.0f} GFLOP/s"))
     return max(candidates, key=lambda b: b.seconds)
 
 

@@ -1,4 +1,4 @@
-"""The machine's limits, measured in the benchmark's own process: memory bandwidth and exp throughput.
+"""The machine's limits, measured in the benchmark's own process: memory bandwidth, exp, gather and GEMM throughput.
 
 The run-time bounds of :mod:`benchmarks.bounds` divide bytes by bandwidth and
 exp counts by exp throughput; these numbers come from this machine, now
@@ -15,6 +15,10 @@ exp counts by exp throughput; these numbers come from this machine, now
 - exp throughput per core: the fastest vectorised exp available here (NumPy's,
   and fuse_mlir's own expansion on one thread) on a cache-resident array,
   nanoseconds per element, best of several runs;
+- BLAS GEMM throughput: NumPy's matmul of two 2048 x 2048 matrices of the
+  dtype (its OpenBLAS, on all cores), flops over the best time; the
+  matrix-product workloads' bound (the constants of :mod:`benchmarks.bounds`
+  were another machine's: a Zen 5 VM ran GEMM at twice their rate);
 - random-read throughput per core: the fastest gather from a table of the
   ``gather_sum`` workload's size (1M elements) at uniformly random positions
   available here (NumPy's ``take``, and fuse_mlir's gather-sum on one
@@ -43,7 +47,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -57,13 +61,16 @@ class Limits:
     ro_gbps: float  # read-only streaming, all cores
     exp_ns: dict[str, float]  # nanoseconds per exp per core, by dtype
     gather_ns: dict[str, float]  # nanoseconds per random read from a 1M-element table per core, by dtype
+    gemm_gflops: dict[str, float] = field(default_factory=dict)  # BLAS GEMM on all cores, by dtype (none: not measured)
 
     def describe(self) -> str:
         exp = ", ".join(f"{d} {ns:.2f} ns" for d, ns in self.exp_ns.items())
         gather = ", ".join(f"{d} {ns:.2f} ns" for d, ns in self.gather_ns.items())
+        gemm = ", ".join(f"{d} {g:.0f} GFLOP/s" for d, g in self.gemm_gflops.items())
         return (
             f"{self.cores} cores; bandwidth {self.rw_gbps:.1f} GB/s read+write, {self.ro_gbps:.1f} GB/s read-only; "
             f"exp per element per core: {exp}; random read from a 1M-element table per core: {gather}"
+            + (f"; BLAS GEMM on all cores: {gemm}" if gemm else "")
         )
 
 
@@ -221,13 +228,27 @@ def _gather_ns(dtype: str, repeats: int) -> float:
     return _fastest_ns(GATHER_N, lambda: np.take(inputs["X"], inputs["Idx"], out=out), gather_probe(dtype), repeats)
 
 
+def _gemm_gflops(dtype: str, n: int, repeats: int) -> float:
+    """GFLOP/s of NumPy's matmul (its BLAS, on the threads it uses: all cores) of two n x n matrices."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(dtype) for _ in range(2))
+    out = np.empty((n, n), dtype)
+    np.matmul(a, b, out=out)  # the BLAS threads start here, not in the first timed call
+    return 2 * n**3 / _best(lambda: np.matmul(a, b, out=out), repeats) / 1e9
+
+
 def measure(quick: bool = False) -> Limits:
-    """Measure the limits (about a second; ``quick``: fewer repeats on a smaller buffer)."""
+    """Measure the limits (a few seconds; ``quick``: fewer repeats on smaller buffers)."""
     n_cores = cores()
     rw, ro = _bandwidth(n_cores, (128 if quick else 512) << 20, 3 if quick else 7)
     reps = 20 if quick else 100
     dtypes = ("float64", "float32")
     gather_reps = 5 if quick else 15
     return Limits(
-        n_cores, rw, ro, {d: _exp_ns(d, reps) for d in dtypes}, {d: _gather_ns(d, gather_reps) for d in dtypes}
+        n_cores,
+        rw,
+        ro,
+        {d: _exp_ns(d, reps) for d in dtypes},
+        {d: _gather_ns(d, gather_reps) for d in dtypes},
+        {d: _gemm_gflops(d, 1024 if quick else 2048, 3 if quick else 5) for d in dtypes},
     )

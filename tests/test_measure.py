@@ -118,3 +118,28 @@ def test_report_smoke_names_each_bounds_figure(capsys: pytest.CaptureFixture[str
             rows.setdefault(line.split(" | ")[0].strip("| "), line)
     assert " GB/s) |" in rows["sum_exp_mul_add"] or " ns/exp) |" in rows["sum_exp_mul_add"], out
     assert "(random reads, " in rows["gather_sum"] or "(memory, " in rows["gather_sum"], out
+
+
+@pytest.mark.parametrize("name", ["relu_matmul_bias", "contract3"])
+def test_blas_bound_uses_the_measured_gemm_throughput(name: str) -> None:
+    """A matrix product's bound divides its flops by the GEMM rate the run measured, not another machine's
+    constant (which stands in only where none was measured)."""
+    from benchmarks.bounds import GEMM_GFLOPS
+    from benchmarks.peers import make_inputs, reference
+
+    inputs = make_inputs(BY_NAME[name], "float32", small=True)
+    out = np.asarray(reference(BY_NAME[name], inputs))
+    slow_gemm = Limits(2, 1e6, 1e6, {"float32": 1e-6}, {}, {"float32": 1e-6})
+    b = bound(name, inputs, out, "float32", slow_gemm)
+    assert b is not None and b.kind == "BLAS" and b.detail == "0 GFLOP/s"
+    fallback = bound(name, inputs, out, "float32", FAST)
+    assert (
+        fallback is not None and fallback.kind == "BLAS" and fallback.detail == f"{GEMM_GFLOPS['float32']:.0f} GFLOP/s"
+    )
+    assert b.seconds == pytest.approx(fallback.seconds * GEMM_GFLOPS["float32"] / 1e-6)
+
+
+def test_measured_limits_include_gemm() -> None:
+    from benchmarks.limits import _gemm_gflops
+
+    assert 0.1 < _gemm_gflops("float64", 128, 2) < 1e5
