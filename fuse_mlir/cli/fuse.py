@@ -293,8 +293,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if queries:
         exports = {label: runner.query(name, select, **inputs) for label, (name, select) in queries.items()}
-    for _ in range(args.steps if not queries else 0):
-        exports = runner.run(inputs)
+    else:
+        for _ in range(args.steps):
+            exports = runner.run(inputs)
     wall = time.perf_counter() - start
     if args.explain:
         sys.stderr.write(f"{runner.explain('text')}\n")

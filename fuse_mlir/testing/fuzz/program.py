@@ -327,7 +327,7 @@ class Query:
         """The NumPy index of the selection on a value whose axes have these index names (None: no name);
         IndexError when an axis is not one of them."""
         out: list[int | slice] = [slice(None)] * len(names)
-        for a, v in self.select:
+        for a, v in self.selection().items():
             if isinstance(a, str):
                 if a not in names:
                     raise IndexError(f"{self.name} has no axis {a}")
@@ -336,7 +336,7 @@ class Query:
                 k = a % len(names)
             else:
                 raise IndexError(f"{self.name} has no axis {a}")
-            out[k] = v if isinstance(v, int) else slice(*v)
+            out[k] = v
         return tuple(out)
 
     def text(self) -> str:
@@ -376,7 +376,7 @@ class FuzzProgram:
     semi_naive: bool = True
     #: Streaming mode: how many steps a run makes (stream inputs carry a last axis of this length).
     steps: int = 0
-    #: Demand queries made after the full run (single mode), each compared under its :meth:`Query.label`.
+    #: Demand queries made after the full run (any mode but streaming), each compared under its :meth:`Query.label`.
     queries: list[Query] = field(default_factory=list)
 
     def compile_options(self) -> dict[str, Any]:
