@@ -364,6 +364,40 @@ def test_max_reduction_nan() -> None:
     assert np.all(empty == -np.inf)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("kind", ["max", "min", "logsumexp"])
+def test_extremal_reductions_propagate_nan_and_agree_on_zeros(kind: str, dtype: str) -> None:
+    """Max/min reductions carry ``nsz`` (tests/lit/llvm/extremal_reduction.fuse): a NaN anywhere in a row (first,
+    last, inside a vector, the whole row), ±inf and rows of mixed-sign zeros give NumPy's values through the whole
+    pipeline (row fusion, pipelining, threads), for row lengths on both sides of every vector width."""
+    from fuse_mlir import Program
+
+    runner = Program(f"L[r] = {kind}(X[r, c])\nexport L").compile("llvm")
+    for n in (1, 7, 16, 33, 1000, 4099):
+        x = np.random.default_rng(n).standard_normal((10, n)).astype(dtype)
+        x[1, (37 % n)] = np.nan
+        x[2, :] = np.nan
+        x[3, n // 2] = np.inf
+        x[4, n // 3] = -np.inf
+        x[5, :] = -0.0
+        x[6, ::2] = 0.0
+        x[6, 1::2] = -0.0
+        x[7, -1] = np.nan
+        x[8, :] = -np.inf
+        x[9, 0] = np.nan
+        with np.errstate(invalid="ignore", over="ignore"):
+            m = x.max(axis=1, keepdims=True)
+            shift = np.where(np.isfinite(m), m, 0)
+            want = {
+                "max": x.max(axis=1),
+                "min": x.min(axis=1),
+                "logsumexp": (np.log(np.exp(x - shift).sum(axis=1, keepdims=True)) + shift)[:, 0],
+            }[kind]
+        got = runner(X=x)["L"]
+        assert np.array_equal(np.isnan(got), np.isnan(want)), (n, got, want)
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12, equal_nan=True)
+
+
 def test_i8_any_reduction() -> None:
     kernel = NativeKernel(row_reduce_module(I8, "any"))
     x = (RNG.random((6, 300)) < 0.002).astype(np.int8)

@@ -110,10 +110,14 @@ __all__ = [
 
 _ADDITIVE = ("arith.addf", "arith.subf")
 _MULTIPLICATIVE = ("arith.mulf",)
+_MAXIMUM = ("arith.maximumf",)
+_MINIMUM = ("arith.minimumf",)
+_KINDS = {name: kind for kind in (_ADDITIVE, _MULTIPLICATIVE, _MAXIMUM, _MINIMUM) for name in kind}
 
 
 def reduction_ops(root: Operation) -> set[Operation]:
-    """Float adds/subs/muls on a path from a ``loop.for`` carried value to its ``loop.yield`` (same kind all along)."""
+    """Float adds/subs, muls, maxima or minima on a path from a ``loop.for`` carried value to its ``loop.yield``
+    (same kind all along)."""
     found: set[Operation] = set()
     for op in root.walk():
         if not isinstance(op, loop.ForOp) or not op.inits:
@@ -123,9 +127,8 @@ def reduction_ops(root: Operation) -> set[Operation]:
         assert isinstance(term, loop.YieldOp)
         for acc, v in zip(block.args[1:], term.values):
             owner = v.owner
-            if isinstance(owner, Operation) and owner.name in _ADDITIVE + _MULTIPLICATIVE:
-                kind = _ADDITIVE if owner.name in _ADDITIVE else _MULTIPLICATIVE
-                _chain(v, acc, block, kind, found)
+            if isinstance(owner, Operation) and owner.name in _KINDS:
+                _chain(v, acc, block, _KINDS[owner.name], found)
     return found
 
 
@@ -526,8 +529,10 @@ class LowerLoopToLLVM(FusePass):
     checks become branches to error returns, ``loop.gemm`` calls BLAS and
     ``loop.host_call`` calls back into the runtime; float adds and muls that
     update a loop-carried accumulator get ``reassoc`` so LLVM can vectorise
-    the reduction, and an accumulating add with the product it alone uses
-    gets ``contract`` so they may become one fma (none with ``strict``).
+    the reduction, an accumulating add with the product it alone uses
+    gets ``contract`` so they may become one fma, and a max/min accumulator
+    gets ``nsz`` too (as NumPy's max, it need not order -0 below +0; NaN
+    still propagates; half the x86 instructions) (none with ``strict``).
     Each top-level loop nest becomes its
     own function; with ``threads`` > 1, parallel nests and full reductions by
     one associative op run through ``fuse_parallel_for`` when their work

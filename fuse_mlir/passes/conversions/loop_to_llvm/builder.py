@@ -83,6 +83,9 @@ def is_const(v: SSAValue, value: int) -> bool:
     )
 
 
+_EXTREMAL = ("arith.maximumf", "arith.minimumf")
+
+
 @dataclass
 class Shared:
     """What the functions of one module share while they are lowered: settings, declarations, outlined nests."""
@@ -339,6 +342,11 @@ class FunctionBuilder:
         out: set[FastMathFlag] = set(fm.data) if fm is not None else set()  # type: ignore[attr-defined]
         if op in self.reductions:
             out.add(FastMathFlag.REASSOC)
+            if op.name in _EXTREMAL:
+                # A max/min reduction need not order -0 below +0 (NumPy's does not
+                # either: it keeps the first of equal values), which halves the
+                # instructions of llvm.maximum/minimum on x86; NaN still propagates.
+                out.add(FastMathFlag.NO_SIGNED_ZEROS)
         if op in self.shared.contracted:
             out.add(FastMathFlag.ALLOW_CONTRACT)
         return frozenset(out)
