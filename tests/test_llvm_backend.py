@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Region, SSAValue
 
+from fuse_mlir import Program
 from fuse_mlir.backends.llvm.emit import emit_llvm_ir
 from fuse_mlir.backends.llvm.jit import emit_assembly, optimize_ir
 from fuse_mlir.backends.llvm.runtime import SMALL_RESULT, NativeKernel
@@ -369,10 +370,8 @@ def test_max_reduction_nan() -> None:
 def test_extremal_reductions_propagate_nan_and_agree_on_zeros(kind: str, dtype: str) -> None:
     """Max/min reductions carry ``nsz`` (tests/lit/llvm/extremal_reduction.fuse): a NaN anywhere in a row (first,
     last, inside a vector, the whole row), ±inf and rows of mixed-sign zeros give NumPy's values through the whole
-    pipeline (row fusion, pipelining, threads), for row lengths on both sides of every vector width."""
-    from fuse_mlir import Program
-
-    runner = Program(f"L[r] = {kind}(X[r, c])\nexport L").compile("llvm")
+    pipeline (row fusion, pipelining, two threads), for row lengths on both sides of every vector width."""
+    runner = Program(f"L[r] = {kind}(X[r, c])\nexport L").compile("llvm", threads=2, parallel_min=0)
     for n in (1, 7, 16, 33, 1000, 4099):
         x = np.random.default_rng(n).standard_normal((10, n)).astype(dtype)
         x[1, (37 % n)] = np.nan

@@ -89,6 +89,7 @@ from fuse_mlir.mathlib.ops import LdexpOp, is_scalar_op
 from fuse_mlir.passes.analysis import AnalysisManager
 from fuse_mlir.passes.base import FusePass, option
 from fuse_mlir.passes.conversions.loop_to_llvm.builder import (
+    EXTREMAL,
     Buf,
     FunctionBuilder,
     Shared,
@@ -110,9 +111,8 @@ __all__ = [
 
 _ADDITIVE = ("arith.addf", "arith.subf")
 _MULTIPLICATIVE = ("arith.mulf",)
-_MAXIMUM = ("arith.maximumf",)
-_MINIMUM = ("arith.minimumf",)
-_KINDS = {name: kind for kind in (_ADDITIVE, _MULTIPLICATIVE, _MAXIMUM, _MINIMUM) for name in kind}
+# A chain's kind: the ops it may use. Max and min chains each use their one op.
+_KINDS = {name: kind for kind in (_ADDITIVE, _MULTIPLICATIVE) for name in kind} | {name: (name,) for name in EXTREMAL}
 
 
 def reduction_ops(root: Operation) -> set[Operation]:

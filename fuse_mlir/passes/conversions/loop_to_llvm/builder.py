@@ -83,7 +83,8 @@ def is_const(v: SSAValue, value: int) -> bool:
     )
 
 
-_EXTREMAL = ("arith.maximumf", "arith.minimumf")
+EXTREMAL = ("arith.maximumf", "arith.minimumf")
+"""The float max and min ops: as reduction steps they also get ``nsz`` (:meth:`FunctionBuilder.flags`)."""
 
 
 @dataclass
@@ -342,7 +343,7 @@ class FunctionBuilder:
         out: set[FastMathFlag] = set(fm.data) if fm is not None else set()  # type: ignore[attr-defined]
         if op in self.reductions:
             out.add(FastMathFlag.REASSOC)
-            if op.name in _EXTREMAL:
+            if op.name in EXTREMAL:
                 # A max/min reduction need not order -0 below +0 (NumPy's does not
                 # either: it keeps the first of equal values), which halves the
                 # instructions of llvm.maximum/minimum on x86; NaN still propagates.
