@@ -6,6 +6,7 @@ a lowered program without importing the others (the contract layer; see the modu
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -16,6 +17,8 @@ from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
+
+    from fuse_mlir.gemm import GemmSite
 
 # No xDSL import at run time: a warm start (fuse_mlir.lowering_cache) builds lowerings without the IR machinery.
 
@@ -86,7 +89,8 @@ class Lowered:
         "fixpoints",
         "digest",
         "build",
-        "nway",
+        "planned",
+        "gemm_sites",
         "__weakref__",
     )
 
@@ -101,7 +105,8 @@ class Lowered:
         *,
         digest: str | None = None,
         build: Callable[[], ModuleOp] | None = None,
-        nway: bool | None = None,
+        planned: bool | None = None,
+        gemm_sites: list[GemmSite] | None = None,
     ):
         if module is None and build is None:
             raise ValueError("a Lowered needs its module or a function that builds it")
@@ -113,7 +118,10 @@ class Lowered:
         self.fixpoints = fixpoints if fixpoints is not None else []
         self.digest = digest
         self.build = build
-        self.nway = nway  # has products of 3+ factors planned per call's shapes (None: unknown, ask the module)
+        self.planned = planned  # has products planned per call's shapes (ShapePlans.needed; None: ask the module)
+        # from the warm start index: when the only per-shape choice is GEMM orientation, the GEMMs that decide it
+        # (contract_plan.gemm_sites), so a warm call plans without building the IR; None: not known
+        self.gemm_sites = gemm_sites
 
     @property
     def module(self) -> ModuleOp:
@@ -132,6 +140,22 @@ class Lowered:
         """A lowering with the same tables and another module (a variant of this one, e.g. another product order)."""
         return Lowered(module, self.inputs, self.exports, self.group_order, self.sources, self.fixpoints)
 
+    def derived(self, tag: str, edit: Callable[[ModuleOp], None]) -> Lowered:
+        """A variant of this lowering whose module is a clone of this one's with ``edit`` applied, built only when
+        asked for, and whose digest is this one's with ``tag`` (which must name the edit exactly): a warm start
+        finds the variant's kernel on disk without building any IR, and a cold process derives the same digest."""
+        base = self
+
+        def build() -> ModuleOp:
+            module = base.module.clone()
+            edit(module)
+            return module
+
+        digest = hashlib.sha256(f"{self.te_digest()}|{tag}".encode()).hexdigest()
+        return Lowered(
+            None, self.inputs, self.exports, self.group_order, self.sources, self.fixpoints, digest=digest, build=build
+        )
+
     def with_sources(self, sources: dict[str, np.ndarray]) -> Lowered:
         """This lowering over other source arrays of the same shapes and dtypes: the module (built or not) is shared,
         so kernels compiled for it are reused, while backends bind the new object afresh."""
@@ -144,7 +168,8 @@ class Lowered:
             self.fixpoints,
             digest=self.digest,
             build=self.build,
-            nway=self.nway,
+            planned=self.planned,
+            gemm_sites=self.gemm_sites,
         )
 
     @property

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fuse_mlir.diagnostics import Loc
+from fuse_mlir.gemm import GemmSite
 from fuse_mlir.io.sources import FACT_SUFFIXES
 from fuse_mlir.lowered import FixpointGroup, InputSpec, Lowered, LowerOptions
 
@@ -103,7 +104,8 @@ def load(key: str, sources: dict[str, np.ndarray], build: Callable[[], ModuleOp]
             fixpoints,
             digest=str(header["digest"]),
             build=build,
-            nway=bool(header.get("nway", True)),
+            planned=bool(header.get("planned", True)),  # an index written before the key: plan to be safe
+            gemm_sites=_sites(header.get("gemm_sites")),
         )
     except (KeyError, TypeError, ValueError):
         STATS["misses"] += 1
@@ -112,10 +114,20 @@ def load(key: str, sources: dict[str, np.ndarray], build: Callable[[], ModuleOp]
     return lowered
 
 
+def _sites(data: Any) -> list[GemmSite] | None:
+    """The header's GEMM sites (None when absent or malformed: the warm run then builds the IR to plan)."""
+    if not isinstance(data, list):
+        return None
+    try:
+        return [GemmSite.from_json(d) for d in data]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def store(key: str, lowered: Lowered) -> None:
     """Index ``lowered`` under ``key`` (its module's digest is computed here if not yet known)."""
     from fuse_mlir.backends.llvm.diskcache import write_entry
-    from fuse_mlir.passes.transforms.contract_plan import ShapePlans
+    from fuse_mlir.passes.transforms.contract_plan import ShapePlans, gemm_sites
 
     header: dict[str, Any] = {
         "inputs": [[s.name, s.rank, s.dtype.str, s.loc.encode()] for s in lowered.inputs],
@@ -123,7 +135,10 @@ def store(key: str, lowered: Lowered) -> None:
         "group_order": list(lowered.group_order),
         "fixpoints": [[g.label, list(g.names), g.max_iters] for g in lowered.fixpoints],
         "digest": lowered.te_digest(),
-        "nway": ShapePlans.needed(lowered),  # a warm run builds the IR only when its products need planning
+        "planned": ShapePlans.needed(lowered),  # a warm run builds the IR only when its products need planning
     }
+    if header["planned"]:
+        sites = gemm_sites(lowered)  # GEMM orientation only: a warm run plans it without the IR
+        header["gemm_sites"] = None if sites is None else [site.to_json() for site in sites]
     if write_entry(key, header, b"", KIND):
         STATS["stored"] += 1

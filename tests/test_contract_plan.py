@@ -18,7 +18,7 @@ import pytest
 
 from benchmarks.contractions import SUITE, Case
 from fuse_mlir import Program
-from fuse_mlir.passes.conversions.gemm import GemmLayout, gemm_layout
+from fuse_mlir.gemm import GemmLayout, gemm_layout
 from fuse_mlir.passes.transforms.contract_plan import (
     ShapePlans,
     one_call_result,
@@ -351,3 +351,161 @@ def test_every_tucker_order_is_one_gemm_call_per_step(order):
         assert (layout.a == a or not a_made) and (layout.b == b or not b_made), (a, b, layout)
         live = [t for k, t in enumerate(live) if k not in (x, y)] + [(result, True)]
     assert live == [(out, True)]
+
+
+SKINNY = {"i": 4096, "j": 4096, "b": 256}
+
+
+@pytest.mark.parametrize(
+    "dtype, extents, want",
+    [
+        ("float64", SKINNY, ("b", "i")),  # long side (i) contiguous: BLAS's faster way round for float64
+        ("float64", {"i": 256, "j": 4096, "b": 4096}, ("i", "b")),  # already long side contiguous
+        ("float64", {"i": 1024, "j": 1024, "b": 512}, ("i", "b")),  # nearly square: either way round
+        ("float64", {"i": 3000, "j": 300, "b": 64}, ("i", "b")),  # short k: the copy would cost more than it saves
+        ("float64", {"i": 4096, "b": 256}, ("i", "b")),  # an extent unknown: the per-shape plan decides
+        ("float32", SKINNY, ("i", "b")),  # no side preferred for float32
+    ],
+)
+def test_gemm_result_orientation_follows_dtype_and_extents(dtype: str, extents: dict[str, int], want: tuple):
+    layout = gemm_layout(("i", "j"), ("j", "b"), ("i", "b"), extents, dtype=np.dtype(dtype))
+    assert layout is not None and layout.c == want
+    assert (layout.a, layout.b) == (("i", "j"), ("j", "b"))  # the operands are read as they are
+
+
+def test_gemm_result_order_forced_by_a_plan_or_ignored_when_it_cannot_be():
+    forced = gemm_layout(("i", "j"), ("j", "b"), ("i", "b"), {}, dtype=np.dtype("float32"), result=("b", "i"))
+    assert forced == GemmLayout(("i", "j"), ("j", "b"), ("b", "i"))
+    for bad in (("b", "q"), ("i",), ("i", "b", "b")):
+        layout = gemm_layout(("i", "j"), ("j", "b"), ("i", "b"), {}, dtype=np.dtype("float64"), result=bad)
+        assert layout == GemmLayout(("i", "j"), ("j", "b"), ("i", "b")), bad
+
+
+def test_orientation_cost_counts_only_the_wrong_side_of_a_skinny_product():
+    from fuse_mlir.gemm import MACS_PER_COPY_UNIT, ORIENTATION_FIXED, ORIENTATION_LOSS, orientation_cost
+
+    groups = {"batch": [], "m": ["i"], "n": ["b"], "k": ["j"]}
+    f64 = np.dtype("float64")
+    assert orientation_cost(("b", "i"), groups, SKINNY, f64) == 0
+    loss = int(ORIENTATION_LOSS * 4096 * 4096 * 256 / MACS_PER_COPY_UNIT)
+    assert orientation_cost(("i", "b"), groups, SKINNY, f64) == loss - ORIENTATION_FIXED
+    small = {"i": 512, "j": 512, "b": 16}  # skinny but small: turning it round costs more than it saves
+    assert orientation_cost(("i", "b"), groups, small, f64) == 0
+    assert orientation_cost(("i", "b"), groups, SKINNY, np.dtype("float32")) == 0
+    assert orientation_cost(("i", "b"), groups, {"i": 4096, "b": 256}, f64) == 0  # k unknown
+    batched = {"batch": ["z"], "m": ["i"], "n": ["b"], "k": ["j"]}
+    ext = {**SKINNY, "z": 3}
+    assert orientation_cost(("z", "i", "b"), batched, ext, f64) == pytest.approx(3 * loss - ORIENTATION_FIXED, abs=3)
+    assert orientation_cost(("i", "b", "z"), batched, ext, f64) == 0  # a batch index innermost: not a plain GEMM
+
+
+def _pair_rows(runner) -> list[dict]:
+    return [r for r in runner.explain("json")["contractions"] if r["kind"] == "pair"]
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numba"])
+def test_skinny_float64_product_writes_its_result_transposed_per_shape(backend: str):
+    """A float64 GEMM whose result is tall and narrow (4096 x 64, k = 1024) runs BLAS the faster way round,
+    writing the result transposed and copying it into the bias + relu epilogue; other shapes of the same program,
+    and float32, keep the result's own order. Every call agrees with NumPy, whichever shape came before."""
+    if backend == "numba" and importlib.util.find_spec("numba") is None:
+        pytest.skip("numba not installed")
+    prog = Program("Y[i, b] = relu(W[i, j] X[j, b] + B[i])\nexport Y\n")
+    runner = prog.compile(backend)
+    rng = np.random.default_rng(7)
+
+    def inputs(i: int, j: int, b: int, dtype: str) -> dict[str, np.ndarray]:
+        return {
+            "W": rng.standard_normal((i, j)).astype(dtype),
+            "X": rng.standard_normal((j, b)).astype(dtype),
+            "B": rng.standard_normal(i).astype(dtype),
+        }
+
+    tall, square, wide = (
+        inputs(4096, 1024, 64, "float64"),
+        inputs(300, 300, 300, "float64"),
+        inputs(64, 1024, 4096, "float64"),
+    )
+    for ins, transposed in ((tall, True), (square, False), (wide, False), (tall, True), (square, False)):
+        for _ in range(2):  # the general path plans, the direct (native) path repeats the shape
+            got = runner(**ins)["Y"]
+            np.testing.assert_allclose(
+                got, np.maximum(ins["W"] @ ins["X"] + ins["B"][:, None], 0), rtol=1e-9, atol=1e-9
+            )
+            assert got.flags.c_contiguous
+        (row,) = _pair_rows(runner)
+        assert ("result" in row["copies"]) == transposed, row
+    single = inputs(4096, 1024, 64, "float32")
+    got = runner(**single)["Y"]
+    np.testing.assert_allclose(
+        got, np.maximum(single["W"] @ single["X"] + single["B"][:, None], 0), rtol=1e-4, atol=1e-4
+    )
+    (row,) = _pair_rows(runner)
+    assert "result" not in row["copies"]
+
+
+def test_planned_gemm_orientation_is_in_the_module_and_explained():
+    prog = Program("Y[i, b] = W[i, j] X[j, b]\nexport Y\n")
+    runner = prog.compile("llvm")
+    rng = np.random.default_rng(8)
+    ins = {"W": rng.random((2048, 2048)), "X": rng.random((2048, 32))}
+    np.testing.assert_allclose(runner(**ins)["Y"], ins["W"] @ ins["X"], rtol=1e-10)
+    (plans,) = {id(x): x for x in runner._plans.values() if x is not None}.values()
+    text = prog_text = str(plans.lowered_for(ins).module)
+    assert 'gemm_result = ["b", "i"]' in prog_text, text
+    assert "copies result after" in runner.explain()
+    # the same shapes plan the same module text in another planner (determinism of the planned IR)
+    again = Program("Y[i, b] = W[i, j] X[j, b]\nexport Y\n").compile("llvm")
+    again(**ins)
+    (other,) = {id(x): x for x in again._plans.values() if x is not None}.values()
+    assert str(other.lowered_for(ins).module) == prog_text
+
+
+def test_a_planned_module_keeps_the_native_call_path():
+    """A program planned per shape runs repeated calls of a shape through a native entry guarded by that shape:
+    another shape declines it (and plans on the general path), so no call runs a module planned for other shapes."""
+    runner = Program("Y[i, b] = W[i, j] X[j, b]\nexport Y\n").compile("llvm")
+    rng = np.random.default_rng(9)
+    first = {"W": rng.random((512, 64)), "X": rng.random((64, 16))}
+    runner(**first)
+    runner(**first)
+    assert runner._native is not None
+    call = runner._native[0]
+    assert call(first) is not None  # this shape: the entry runs it
+    second = {"W": rng.random((16, 64)), "X": rng.random((64, 512))}
+    assert call(second) is None  # another shape: declined before anything runs
+    for ins in (second, first, second):
+        np.testing.assert_allclose(runner(**ins)["Y"], ins["W"] @ ins["X"], rtol=1e-10)
+
+
+def test_gemm_orientation_benchmark_runs_and_checks_its_values(capsys: pytest.CaptureFixture[str]):
+    """``python -m benchmarks.gemm_orientation`` (docs/optimisation.md's figures) checks both fuse runners against
+    NumPy before timing; a small quick run, and a bad ``--shapes`` is a usage error."""
+    from benchmarks import gemm_orientation
+
+    assert gemm_orientation.main(["--shapes", "300,200,20;20,200,300", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("| W@X |") == 2 and out.count("| relu(W@X+B) |") == 2
+    with pytest.raises(SystemExit):
+        gemm_orientation.main(["--shapes", "1,2"])
+
+
+def test_gemm_sites_name_the_input_axis_of_every_index():
+    """A warm start plans GEMM sides from these records: each index of each float64 GEMM traced back to an input
+    axis, through computed operands (a second layer) and axes the program checks equal; an n-way product, or
+    float32 only, gives None or nothing."""
+    from fuse_mlir.passes.transforms.contract_plan import gemm_sites
+
+    def sites(src: str, dtype: str = "float64"):
+        prog = Program(src)
+        names = [s.name for s in prog.lower(None, None).inputs]
+        return gemm_sites(prog.lower({n: np.dtype(dtype) for n in names}, None))
+
+    two = sites("H[h, b] = relu(W[h, i] X[i, b] + B[h])\nY[o, b] = V[o, h] H[h, b]\nexport Y")
+    assert [dict((n, (x, a)) for n, x, a in s.extents) for s in two] == [
+        {"h": ("W", 0), "i": ("W", 1), "b": ("X", 1)},
+        {"o": ("V", 0), "h": ("W", 0), "b": ("X", 1)},  # h is checked equal to W's rows: the first such axis
+    ]
+    assert [s.result for s in two] == [("h", "b"), ("o", "b")] and all(s.dtype == "float64" for s in two)
+    assert sites("R[i, l] = W[i, j] V[j, k] Z[k, l]\nexport R") is None
+    assert sites("Y[i, b] = W[i, j] X[j, b]\nexport Y", "float32") == []

@@ -107,6 +107,39 @@ def test_warm_key_follows_source_shapes_and_program(tmp_path: Path) -> None:
     assert r["index"] == {"misses": 1, "stored": 2} and r["kernels"] == {"compiled": 1}
 
 
+GEMM_RUN = """
+import json, sys, numpy as np
+from fuse_mlir import Program, lowering_cache
+from fuse_mlir.backends.llvm import executor
+rng = np.random.default_rng(0)
+r = Program("Y[i, b] = relu(W[i, j] X[j, b] + B[i])\\nexport Y").compile("llvm")
+out, ins = {}, {}
+for i, j, b in ((2048, 2048, 32), (32, 2048, 2048)):
+    W, X, B = rng.standard_normal((i, j)), rng.standard_normal((j, b)), rng.standard_normal(i)
+    y = r(W=W, X=X, B=B)["Y"]
+    ins[f"{i}x{b}"] = dict(W=W, X=X, B=B)
+    out[f"{i}x{b}"] = [bool(np.allclose(y, np.maximum(W @ X + B[:, None], 0), rtol=1e-12, atol=1e-12))]
+heavy = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[1].split(",")))
+for name, x in ins.items():  # explain() builds IR: only after the heavy modules are listed
+    r(**x)
+    out[name].append([c["copies"] for c in r.explain("json")["contractions"]])
+print(json.dumps({"out": out, "heavy": heavy, "index": dict(lowering_cache.STATS), "kernels": dict(executor.STATS)}))
+"""
+
+
+def test_warm_start_plans_gemm_sides_without_ir(tmp_path: Path) -> None:
+    """A float64 product's result side is planned per shape (one shape writes its result transposed, the other
+    not): the warm process decides both from the index alone and finds both kernels on disk, so it imports no
+    xDSL (explain() is asked only after the heavy modules are listed)."""
+    cold = json.loads(_python(GEMM_RUN, ",".join(HEAVY), folder=tmp_path))
+    warm = json.loads(_python(GEMM_RUN, ",".join(HEAVY), folder=tmp_path))
+    assert cold["kernels"] == {"compiled": 2}
+    assert warm["kernels"] == {"loaded": 2} and warm["index"] == {"hits": 1}
+    assert warm["heavy"] == ["llvmlite"]
+    for r in (cold, warm):
+        assert r["out"] == {"2048x32": [True, [["result"]]], "32x2048": [True, [[]]]}
+
+
 @pytest.fixture
 def private_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setattr(executor, "_CACHE", BoundedCache())

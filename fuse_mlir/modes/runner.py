@@ -201,19 +201,30 @@ class Runner:
 
     def _shape_plans(self, lowered: Lowered) -> Any:
         """The per-shape contraction planner of ``lowered`` (:mod:`fuse_mlir.passes.transforms.contract_plan`), or None where
-        the target orders products itself (einsum backends) or the module has no product of three or more factors.
-        A lowering from the warm start index builds its IR here only when it has such products (``nway``)."""
-        if not lowered.has_module and lowered.nway is False:
+        the target orders products itself (einsum backends) or the module has no product whose plan depends on the
+        shapes (three or more factors, or a GEMM whose result orientation matters). A lowering from the warm start
+        index builds its IR here only when it has such products (``planned``)."""
+        if lowered in self._plans:  # a warm lowering's gate (kept under the lowering: its module may be built since)
+            return self._plans[lowered]
+        warm = not lowered.has_module
+        if warm and lowered.planned is False:
             return None
-        key = lowered.module
+        key = lowered if warm else lowered.module  # a warm lowering's module is built only if a plan needs it
         if key not in self._plans:
-            from fuse_mlir.passes.transforms.contract_plan import ShapePlans
             from fuse_mlir.targets import TARGETS
 
             target = TARGETS.get(self.backend)
             single = self.mode == "single" and (self.options is None or self.options.mode == "single")
             loop_level = target is not None and target.level == "loop" and self.rewrite is None and single
-            plans = ShapePlans(lowered) if loop_level and ShapePlans.needed(lowered) else None
+            plans: Any = None
+            if loop_level and warm and lowered.gemm_sites is not None:
+                from fuse_mlir.modes.gemm_gate import GemmGate
+
+                plans = GemmGate(lowered, lowered.gemm_sites)
+            elif loop_level:
+                from fuse_mlir.passes.transforms.contract_plan import ShapePlans
+
+                plans = ShapePlans(lowered) if ShapePlans.needed(lowered) else None
             self._plans[key] = plans
             if plans is not None:
                 plans.on_variant = lambda v: self._plans.__setitem__(v.module, plans)
@@ -352,7 +363,10 @@ class Runner:
                 self._fast_version = self.program.sources_version
             self._fast[tuple(given)] = (fast, lowered)
             bind_native = getattr(self.executor, "bind_native", None)
-            native = bind_native(lowered) if bind_native is not None and planned is None else None
+            native = None
+            if bind_native is not None:
+                # A module planned per shape runs natively for exactly this call's shapes; others plan first.
+                native = bind_native(lowered) if planned is None else bind_native(lowered, _shapes(given))
             self._native = (native.call, lowered, native) if native is not None else None
 
     def _input_specs(self) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from fuse_mlir.dialects.abi import ArgEntry, ErrorEntry, HostCallEntry, LoopAbi,
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
 from fuse_mlir.dialects.locations import loc_text
 from fuse_mlir.dialects.types import I1, I8, I64, INDEX
-from fuse_mlir.passes.conversions.gemm import gemm_plan
+from fuse_mlir.gemm import gemm_plan
 from fuse_mlir.passes.registry import register_pass
 
 Body = Callable[[dict[int, SSAValue]], list[SSAValue]]  # one scalar per result

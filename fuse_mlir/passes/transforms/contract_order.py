@@ -151,8 +151,9 @@ def explain_contractions(
     the module the call ran (split as ``contract-order`` splits it) and the
     call's input shapes.
     """
+    from fuse_mlir.gemm import blas_product, describe_gemm
     from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
-    from fuse_mlir.passes.conversions.gemm import blas_product, describe_gemm
+    from fuse_mlir.passes.conversions.te_to_ew.contract import result_order_of
 
     rows: list[dict[str, Any]] = []
     for site in plan.sites if plan is not None else []:
@@ -176,7 +177,7 @@ def explain_contractions(
         if blas_product(names, out, [te.dtype_of(v) for v in op.inputs], dtype, static) and all(
             n in ext for ns in names for n in ns
         ):
-            call = describe_gemm(names[0], names[1], out, ext, "d" if dtype.itemsize == 8 else "s")
+            call = describe_gemm(names[0], names[1], out, ext, dtype, result_order_of(op))
         row.update(call if call is not None else {"call": "loop"})
         rows.append(row)
     return rows

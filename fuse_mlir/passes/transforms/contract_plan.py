@@ -10,7 +10,10 @@ writes it on the op as a ``path`` attribute of a copy of the module (which
 ``contract-order`` then follows), and caches that copy by the tuple of input
 shapes, as ``jax.jit`` caches per shape. Shapes that lead to the same orders
 share one copy (and so one compiled kernel); a repeated shape costs one
-dict lookup.
+dict lookup. The same planner picks, per shape, which way round a float64
+GEMM of two factors writes its result (BLAS runs a skinny product faster
+one way, :func:`~fuse_mlir.gemm.orientation_cost`): a
+``gemm_result`` attribute when the other order, plus a copy, pays.
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Operation
 
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.passes.conversions.gemm import GemmLayout, gemm_layout
+from fuse_mlir.gemm import (
+    LONG_CONTIGUOUS,
+    GemmLayout,
+    GemmSite,
+    Orientation,
+    blas_product,
+    gemm_layout,
+    orientation,
+    orientation_tag,
+)
+from fuse_mlir.passes.conversions.te_to_ew.contract import RESULT_ATTR
 
 if TYPE_CHECKING:
     from fuse_mlir.lowered import Lowered
@@ -229,7 +242,7 @@ def step_orders(
     names: Sequence[Sequence[str]], out: Sequence[str], path: Sequence[tuple[int, int]], extents: dict[str, int]
 ) -> list[tuple[str, ...]]:
     """The axis order of each step's result: the last one is ``out``; every intermediate gets, top-down, the order
-    its consumer's GEMM reads without a copy (:func:`~fuse_mlir.passes.conversions.gemm.gemm_layout` with free operands), so
+    its consumer's GEMM reads without a copy (:func:`~fuse_mlir.gemm.gemm_layout` with free operands), so
     the factor order written does not decide which copies are made."""
     live: list[tuple[str, int]] = [("leaf", k) for k in range(len(names))]
     children: list[list[tuple[str, int]]] = []
@@ -310,6 +323,108 @@ def is_nway(op: Operation) -> bool:
     )
 
 
+def is_oriented_gemm(op: Operation) -> bool:
+    """A sum product of two factors that becomes one BLAS call whose speed depends on which way round it writes its
+    result (a dtype in :data:`~fuse_mlir.gemm.LONG_CONTIGUOUS`): the planner picks that per shape."""
+    if not (isinstance(op, te.ContractOp) and op.projection.data == "sum" and len(op.inputs) == 2):
+        return False
+    dtype = te.dtype_of(op.result)
+    if dtype.name not in LONG_CONTIGUOUS:
+        return False
+    names = te.names_of_each(op.operand_indices)
+    static = {n: e for v, ns in zip(op.inputs, names) for n, e in zip(ns, v.type.get_shape()) if e >= 0}  # type: ignore[attr-defined]
+    return blas_product(names, te.names_of(op.indices), [te.dtype_of(v) for v in op.inputs], dtype, static)
+
+
+SENTINEL = 10**12 + 7
+"""The first of the distinct fake extents :func:`gemm_sites` gives the inputs' axes (far from any real extent)."""
+
+
+def gemm_sites(lowered: Lowered) -> list[GemmSite] | None:
+    """The module's GEMMs whose result orientation is planned per shape (:func:`is_oriented_gemm`), each with the
+    program input and axis its every index's extent comes from; None when the module has an n-way product or an
+    index whose extent is not simply an input's axis (then planning needs the IR).
+
+    Found by inferring shapes once with a fake extent per input axis (:data:`SENTINEL` onwards) and reading which
+    of them each index got. Axes the program checks equal (``te.check_dim`` of two inputs' ``te.dim``) share
+    one fake extent, so shapes broadcast as a valid call's do; where an index still has several, the first
+    factor's wins, as in :func:`~fuse_mlir.interp.shapes.extents_by_name` (only a size-1 broadcast axis would
+    differ, and that only decides which way round a GEMM runs, never a value). Shapes that do not broadcast even
+    so give None.
+    """
+    from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
+
+    ops = list(lowered.module.body.block.ops)
+    if any(is_nway(op) for op in ops):
+        return None
+    gemms = [(k, op) for k, op in enumerate(ops) if is_oriented_gemm(op)]
+    if not gemms:
+        return []
+    axes = [(spec.name, a) for spec in lowered.inputs for a in range(spec.rank)]
+    parent = {x: x for x in axes}
+
+    def root(x: tuple[str, int]) -> tuple[str, int]:
+        while parent[x] != x:
+            parent[x] = x = parent[parent[x]]
+        return x
+
+    def input_axis(v: Any) -> tuple[str, int] | None:
+        op = v.owner
+        if isinstance(op, te.DimOp) and isinstance(op.source.owner, te.InputOp):
+            x = (op.source.owner.tensor_name.data, op.axis.value.data)
+            return x if x in parent else None
+        return None
+
+    for op in ops:
+        if isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq":
+            x, y = input_axis(op.lhs), input_axis(op.rhs)
+            if x is not None and y is not None:
+                parent[root(x)] = root(y)
+    fake: dict[str, list[int]] = {spec.name: [] for spec in lowered.inputs}
+    first: dict[tuple[str, int], tuple[str, int]] = {}  # each class's first axis in input order names it
+    origin: dict[int, tuple[str, int]] = {}
+    for x in axes:
+        rep = first.setdefault(root(x), x)
+        value = SENTINEL + axes.index(rep)
+        fake[x[0]].append(value)
+        origin[value] = rep
+    try:
+        shapes = infer_shapes(lowered.module, {n: tuple(v) for n, v in fake.items()}, lowered.sources)
+    except ValueError:  # shapes that do not broadcast: planning needs the real ones
+        return None
+    sites = []
+    for position, op in gemms:
+        assert isinstance(op, te.ContractOp)
+        names = te.names_of_each(op.operand_indices)
+        try:
+            ext = op_index_extents(op, shapes)
+        except (KeyError, TypeError):
+            return None
+        every = list(dict.fromkeys(n for ns in names for n in ns))
+        if any(ext.get(n) not in origin for n in every):
+            return None
+        f0, f1 = names
+        extents = tuple((n, *origin[ext[n]]) for n in every)
+        out, dtype = te.names_of(op.indices), te.dtype_of(op.result).name
+        sites.append(GemmSite(position, (tuple(f0), tuple(f1)), out, dtype, extents))
+    return sites
+
+
+def set_result_orders(module: Any, choice: Orientation) -> None:
+    """Write ``choice``'s result orders on the module's GEMMs (top-level ops by position) as :data:`RESULT_ATTR`:
+    the edit of a planned variant (:meth:`~fuse_mlir.lowered.Lowered.derived`, tagged by
+    :func:`~fuse_mlir.gemm.orientation_tag`)."""
+    ops = list(module.body.block.ops)
+    for k, order in choice:
+        ops[k].attributes[RESULT_ATTR] = te.str_array(order)
+
+
+def oriented_variant(lowered: Lowered, choice: Orientation) -> Lowered:
+    """``lowered`` with its GEMMs writing ``choice``'s result orders: a derived lowering whose digest a warm start
+    computes without the IR (the same as :class:`~fuse_mlir.modes.gemm_gate.GemmGate` makes)."""
+    return lowered.derived(orientation_tag(choice), lambda module: set_result_orders(module, choice))
+
+
 @dataclass
 class Plan:
     """The orders chosen for one shape: per n-way contraction its factors, the path and its cost."""
@@ -338,13 +453,19 @@ class ShapePlans:
 
     def __post_init__(self) -> None:
         self.names = [s.name for s in self.lowered.inputs]
-        self.sites = [k for k, op in enumerate(self.lowered.module.body.block.ops) if is_nway(op)]
+        ops = list(self.lowered.module.body.block.ops)
+        self.sites = [k for k, op in enumerate(ops) if is_nway(op)]
+        self.gemms = [k for k, op in enumerate(ops) if is_oriented_gemm(op)]  # products whose result order is planned
+        # The warm start's gate (modes/gemm_gate.py) decides from these without IR; deciding the same way here
+        # keeps a shape on the same module in a cold process and a warm one.
+        self.gemm_sites = gemm_sites(self.lowered) if self.gemms and not self.sites else None
         self._dispatch: Callable[..., Any] | None = None
 
     @staticmethod
     def needed(lowered: Lowered) -> bool:
-        """Whether ``lowered`` has an n-way contraction whose order can depend on the run's shapes."""
-        return any(is_nway(op) for op in lowered.module.body.block.ops)
+        """Whether ``lowered`` has a contraction whose plan can depend on the run's shapes: an n-way product's order,
+        or which way round a GEMM writes its result (:func:`is_oriented_gemm`)."""
+        return any(is_nway(op) or is_oriented_gemm(op) for op in lowered.module.body.block.ops)
 
     def key(self, arrays: Mapping[str, Any]) -> tuple:
         """The cache key of a call: its input shapes in the module's input order."""
@@ -385,8 +506,19 @@ class ShapePlans:
         from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
 
         self.plans += 1
+        by_name = dict(zip(self.names, key))
+        if self.gemm_sites is not None:  # GEMM sides only: decided as a warm start decides them
+            choice = orientation(self.gemm_sites, by_name)
+            if not choice:
+                return self.lowered, Plan(key, [])  # every GEMM writes its result's own order: the module as it is
+            variant = self.by_path.get(choice)
+            if variant is None:
+                variant = self.by_path[choice] = oriented_variant(self.lowered, choice)
+                if self.on_variant is not None:
+                    self.on_variant(variant)
+            return variant, Plan(key, [])
         module = self.lowered.module
-        shapes = infer_shapes(module, dict(zip(self.names, key)), self.lowered.sources)
+        shapes = infer_shapes(module, by_name, self.lowered.sources)
         ops = list(module.body.block.ops)
         paths: list[tuple[Path, tuple[tuple[str, ...], ...]] | None] = []
         sites: list[dict[str, Any]] = []
@@ -415,7 +547,8 @@ class ShapePlans:
                     "cost": cost,
                 }
             )
-        pkey = tuple(paths)
+        choice = tuple((k, o) for k in self.gemms if (o := self._result_order(ops[k], shapes)) is not None)
+        pkey = (tuple(paths), choice)
         variant = self.by_path.get(pkey)
         if variant is None:
             copy = module.clone()
@@ -424,10 +557,29 @@ class ShapePlans:
                 if chosen is not None:
                     copy_ops[k].attributes[PATH_ATTR] = path_attr(chosen[0])
                     copy_ops[k].attributes[ORDERS_ATTR] = orders_attr(chosen[1])
+            set_result_orders(copy, choice)
             variant = self.by_path[pkey] = self.lowered.with_module(copy)
             if self.on_variant is not None:
                 self.on_variant(variant)
         return variant, Plan(key, sites)
+
+    @staticmethod
+    def _result_order(op: Operation, shapes: Mapping[Any, Any]) -> tuple[str, ...] | None:
+        """The order ``op``'s GEMM should write for these shapes when it is not the result's own (None: its own,
+        or an extent the shapes do not give)."""
+        from fuse_mlir.interp.shapes import op_index_extents
+
+        assert isinstance(op, te.ContractOp)
+        names = te.names_of_each(op.operand_indices)
+        out = te.names_of(op.indices)
+        try:
+            ext = op_index_extents(op, shapes)
+        except (KeyError, TypeError):
+            return None
+        if any(n not in ext for ns in names for n in ns):
+            return None
+        layout = gemm_layout(names[0], names[1], out, ext, dtype=te.dtype_of(op.result))
+        return None if layout is None or layout.c == tuple(out) else layout.c
 
 
 def contraction_text(row: Mapping[str, Any]) -> str:
@@ -451,5 +603,8 @@ def contraction_text(row: Mapping[str, Any]) -> str:
     if row["call"] == "loop":
         return head + " (fused loop nest)"
     flags = "".join(f" {k}" for k in ("trans_a", "trans_b") if row[k])
-    copies = f", copies {','.join(row['copies'])} first" if row["copies"] else ""
+    first = [c for c in row["copies"] if c != "result"]
+    copies = f", copies {','.join(first)} first" if first else ""
+    if "result" in row["copies"]:
+        copies += ", copies result after"
     return f"{head} batch={row['batch']} m={row['m']} n={row['n']} k={row['k']}{flags}{copies}"

@@ -18,6 +18,7 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -167,6 +168,8 @@ def gemm_layout(
     out: Sequence[str],
     extents: Mapping[str, int] | None = None,
     free: tuple[bool, bool] = (False, False),
+    dtype: np.dtype | None = None,
+    result: Sequence[str] | None = None,
 ) -> GemmLayout | None:
     """The cheapest layouts (fewest elements copied) under which ``out = sum a * b`` is one :func:`gemm_plan`.
 
@@ -179,26 +182,36 @@ def gemm_layout(
     axis from further out innermost, so of equal copies the one that keeps
     rows contiguous wins); a ``free`` operand (an
     intermediate whose producer can write any order) costs nothing to
-    reorder, and then its order follows ``out``'s. None when no index grouping
-    fits: an index on one operand only that the result lacks (it is summed
-    first), or repeated names.
+    reorder, and then its order follows ``out``'s. With ``dtype``, a GEMM
+    that writes its result the way round BLAS runs slower for that dtype
+    (:func:`orientation_cost`, only where every extent is known) costs as if
+    it copied, so a large skinny product may write a transposed result and
+    copy it. ``result`` forces the order the GEMM writes (a per-shape plan's
+    choice). None when no index grouping fits: an index on one operand only
+    that the result lacks (it is summed first), or repeated names.
     """
     a, b, out = tuple(a), tuple(b), tuple(out)
-    if _fits(a, b, out) and not any(free):
-        return GemmLayout(a, b, out)
-    if any(n not in out and n not in b for n in a) or any(n not in out and n not in a for n in b):
-        return None
-    ext = extents or {}
-
-    def size(names: Sequence[str]) -> int:
-        return math.prod(ext.get(n, ASSUMED_EXTENT) for n in names)
-
+    forced = None if result is None else tuple(result)
+    if forced is not None and sorted(forced) != sorted(out):
+        forced = None  # not a reordering of the result's indices: ignored
     groups = {
         "batch": [n for n in out if n in a and n in b],
         "m": [n for n in out if n in a and n not in b],
         "n": [n for n in out if n in b and n not in a],
         "k": [n for n in a if n in b and n not in out],
     }
+    ext = extents or {}
+
+    def size(names: Sequence[str]) -> int:
+        return math.prod(ext.get(n, ASSUMED_EXTENT) for n in names)
+
+    def oriented(c: tuple[str, ...]) -> int:
+        return 0 if dtype is None else orientation_cost(c, groups, ext, dtype)
+
+    if _fits(a, b, out) and not any(free) and forced in (None, out) and (forced == out or not oriented(out)):
+        return GemmLayout(a, b, out)
+    if any(n not in out and n not in b for n in a) or any(n not in out and n not in a for n in b):
+        return None
     fixed = [t for t, f in ((a, free[0]), (b, free[1])) if not f]
     loose = [t for t, f in ((a, free[0]), (b, free[1])) if f]
     orders: dict[str, list[tuple[str, ...]]] = {}
@@ -210,15 +223,18 @@ def gemm_layout(
         bt, m, n, k = pick
         a_opts = [*_long_last(bt, m, k, size), a] if free[0] else [a, bt + m + k, bt + k + m]
         b_opts = [*_long_last(bt, k, n, size), b] if free[1] else [b, bt + k + n, bt + n + k]
-        c_opts = [out, bt + m + n, bt + n + m]
+        c_opts = [forced] if forced is not None else [out, bt + m + n, bt + n + m]
         for la, lb, lc in itertools.product(a_opts, b_opts, c_opts):
             cost = (
                 (not free[0]) * copy_cost(a, la, size)
                 + (not free[1]) * copy_cost(b, lb, size)
                 + copy_cost(lc, out, size)
+                + oriented(lc)
             )
             if (best is None or cost < best[0]) and _fits(la, lb, lc):
                 best = (cost, GemmLayout(la, lb, lc))
+    if best is None and forced is not None:
+        return gemm_layout(a, b, out, extents, free, dtype)  # no GEMM writes the forced order: choose freely
     return None if best is None else best[1]
 
 
@@ -226,6 +242,63 @@ TRANSPOSE_COST = 3
 """Weight of a copy whose innermost axis was the source's second-innermost, against one that keeps the innermost
 axis (per element): the first reads with the stride of one row on every element, the second copies whole rows.
 A copy that brings an axis further out innermost weighs one more (its reads stride over whole planes)."""
+
+
+LONG_CONTIGUOUS: dict[str, bool] = {"float64": True}
+"""Per dtype, whether BLAS runs a skinny GEMM faster with the long side of its result contiguous (True) or the short
+side (False); a dtype not listed has no preference. NumPy's OpenBLAS (0.3.30, SkylakeX kernels, Zen 5, 2 threads and
+one), float64, the same product written both ways round (ms, long side contiguous vs short side): 4096×4096 @
+4096×256 43.2 vs 47.4; 2048×2048 @ 2048×128 5.76 vs 6.76; 1500×1500 @ 1500×10 0.60 vs 0.76 (one thread 0.88 vs
+1.35); 1024³ and 4096×512 @ 512×4096 within 2%. float32 has no consistent side: short contiguous wins when the
+left factor is the tall one (4096×4096 @ 4096×256: 18.4 vs 21.0 ms), long contiguous or neither when it is the
+wide one (10×1500 @ 1500×1500, one thread: 0.52 vs 0.66 ms; two threads: equal)."""
+
+ORIENTATION_ASPECT = 4
+"""The wrong orientation counts only when the result's long side is this many times its short side (nearly square
+products run as fast either way round)."""
+
+ORIENTATION_LOSS = 0.1
+"""The fraction of a GEMM's time the wrong orientation is taken to lose (measured 10-50%; the low end, so a copy
+is added only where it surely pays)."""
+
+MACS_PER_COPY_UNIT = 13
+"""Multiply-adds a GEMM does (on all cores) in the time a copy spends on one unit of :func:`copy_cost`: the
+tiled transposing copy of a 4096 × 256 float64 matrix (3 units per element) takes 0.40 ms on two threads, where
+OpenBLAS does 203 GFLOP/s (0.13 ns per unit, 0.0099 ns per multiply-add)."""
+
+
+ORIENTATION_FIXED = 300_000
+"""What turning a result round costs beyond its copy, in copy units (about 40 µs): the copy's own parallel nest and
+the buffer the GEMM then writes. 512 × 512 @ 512 × 64 float64 took 0.222 ms written as it is and 0.263 ms turned
+round (512 × 512 @ 512 × 16: 0.098 against 0.119 ms), where the copy itself moves 32K elements (about 4 µs)."""
+
+
+def orientation_cost(
+    c: tuple[str, ...], groups: Mapping[str, Sequence[str]], extents: Mapping[str, int], dtype: np.dtype
+) -> int:
+    """What writing a GEMM's result in order ``c`` loses to the other way round, in :func:`copy_cost` units.
+
+    BLAS is column-major, so the result's contiguous side (the group holding
+    ``c``'s last index) is its M. For a dtype in :data:`LONG_CONTIGUOUS`, a
+    result whose contiguous side is the wrong one of a skinny product
+    (:data:`ORIENTATION_ASPECT`) costs :data:`ORIENTATION_LOSS` of the
+    product's multiply-adds, in copy units (:data:`MACS_PER_COPY_UNIT`), less
+    the fixed cost of turning it round (:data:`ORIENTATION_FIXED`), so a small
+    product keeps its order. Nothing when an extent is unknown (the per-shape
+    plan decides then).
+    """
+    want = LONG_CONTIGUOUS.get(np.dtype(dtype).name)
+    if want is None or not c or any(n not in extents for g in groups.values() for n in g):
+        return 0
+    inner = next((g for g in ("m", "n") if c[-1] in groups[g]), None)
+    if inner is None:
+        return 0
+    size = {g: math.prod(extents[n] for n in names) for g, names in groups.items()}
+    contiguous, other = size[inner], size["n" if inner == "m" else "m"]
+    long, short = max(contiguous, other), min(contiguous, other)
+    if long < ORIENTATION_ASPECT * short or (contiguous == long) == want:
+        return 0
+    return max(0, int(ORIENTATION_LOSS * math.prod(size.values()) / MACS_PER_COPY_UNIT) - ORIENTATION_FIXED)
 
 
 def copy_cost(src: tuple[str, ...], dst: tuple[str, ...], size: Callable[[Sequence[str]], int]) -> int:
@@ -256,11 +329,17 @@ def _fits(a: tuple[str, ...], b: tuple[str, ...], out: tuple[str, ...]) -> bool:
 
 
 def describe_gemm(
-    a: Sequence[str], b: Sequence[str], out: Sequence[str], extents: Mapping[str, int], prefix: str
+    a: Sequence[str],
+    b: Sequence[str],
+    out: Sequence[str],
+    extents: Mapping[str, int],
+    dtype: np.dtype,
+    result: Sequence[str] | None = None,
 ) -> dict[str, object] | None:
     """The BLAS call(s) of one pairwise contraction for ``runner.explain()``: routine, batch, m, n, k, flags and the
-    copies made first; None when it stays a loop nest."""
-    layout = gemm_layout(a, b, out, extents)
+    copies made first (``result``: the order a per-shape plan had the GEMM write); None when it stays a loop nest."""
+    prefix = "d" if np.dtype(dtype).itemsize == 8 else "s"
+    layout = gemm_layout(a, b, out, extents, dtype=dtype, result=result)
     if layout is None:
         return None
     dims = list(dict.fromkeys(layout.c + layout.a + layout.b))
@@ -286,3 +365,63 @@ def describe_gemm(
         "swap": plan.swap,
         "copies": copies,
     }
+
+
+@dataclass(frozen=True)
+class GemmSite:
+    """A GEMM whose result orientation is planned per shape, as a warm start keeps it (no IR): its position among
+    the module's top-level ops, its factors' and result's index names, its dtype, and for every index the program
+    input and axis its extent comes from."""
+
+    position: int
+    factors: tuple[tuple[str, ...], tuple[str, ...]]
+    result: tuple[str, ...]
+    dtype: str
+    extents: tuple[tuple[str, str, int], ...]  # (index, input name, axis)
+
+    def to_json(self) -> dict[str, object]:
+        """The site as JSON values (the warm start index's header)."""
+        return {
+            "position": self.position,
+            "factors": [list(f) for f in self.factors],
+            "result": list(self.result),
+            "dtype": self.dtype,
+            "extents": [list(e) for e in self.extents],
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> GemmSite:
+        """The inverse of :meth:`to_json` (a ValueError, TypeError or KeyError for anything else)."""
+        f0, f1 = data["factors"]
+        extents = tuple((str(n), str(x), int(a)) for n, x, a in data["extents"])
+        return GemmSite(
+            int(data["position"]),
+            (tuple(map(str, f0)), tuple(map(str, f1))),
+            tuple(map(str, data["result"])),
+            str(data["dtype"]),
+            extents,
+        )
+
+    def result_order(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[str, ...] | None:
+        """The order the GEMM should write for these input shapes (by name) when it is not the result's own
+        (:func:`gemm_layout` with the dtype's orientation); None when it is, or a shape lacks an axis."""
+        try:
+            ext = {n: int(shapes[x][a]) for n, x, a in self.extents}
+        except (KeyError, IndexError):
+            return None
+        layout = gemm_layout(self.factors[0], self.factors[1], self.result, ext, dtype=np.dtype(self.dtype))
+        return None if layout is None or layout.c == self.result else layout.c
+
+
+Orientation = tuple[tuple[int, tuple[str, ...]], ...]
+"""The result orders chosen for one shape: (site position, order) for each GEMM that writes another order."""
+
+
+def orientation(sites: Sequence[GemmSite], shapes: Mapping[str, tuple[int, ...]]) -> Orientation:
+    """The result orders these input shapes (by name) give the sites (empty: every GEMM writes its own order)."""
+    return tuple((s.position, o) for s in sites if (o := s.result_order(shapes)) is not None)
+
+
+def orientation_tag(choice: Orientation) -> str:
+    """The text naming ``choice`` in a planned variant's digest (:meth:`fuse_mlir.lowered.Lowered.derived`)."""
+    return "gemm_result " + ";".join(f"{k}:{','.join(o)}" for k, o in choice)
