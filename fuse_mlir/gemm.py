@@ -14,6 +14,7 @@ hundred FLOPs stay in fused loops (:data:`SMALL_FLOPS`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -323,6 +324,7 @@ def _long_last(
     return [bt + x + y, bt + y + x] if size(y) >= size(x) else [bt + y + x, bt + x + y]
 
 
+@functools.lru_cache(maxsize=4096)
 def _fits(a: tuple[str, ...], b: tuple[str, ...], out: tuple[str, ...]) -> bool:
     dims = list(dict.fromkeys(out + a + b))
     return gemm_plan([dims.index(n) for n in a], [dims.index(n) for n in b], [dims.index(n) for n in out]) is not None
@@ -409,6 +411,9 @@ class GemmSite:
             ext = {n: int(shapes[x][a]) for n, x, a in self.extents}
         except (KeyError, IndexError):
             return None
+        macs = math.prod(ext.values())
+        if ORIENTATION_LOSS * macs / MACS_PER_COPY_UNIT <= ORIENTATION_FIXED and _fits(*self.factors, self.result):
+            return None  # too small to turn round (orientation_cost is 0) and one GEMM writes its own order
         layout = gemm_layout(self.factors[0], self.factors[1], self.result, ext, dtype=np.dtype(self.dtype))
         return None if layout is None or layout.c == self.result else layout.c
 

@@ -509,3 +509,18 @@ def test_gemm_sites_name_the_input_axis_of_every_index():
     assert [s.result for s in two] == [("h", "b"), ("o", "b")] and all(s.dtype == "float64" for s in two)
     assert sites("R[i, l] = W[i, j] V[j, k] Z[k, l]\nexport R") is None
     assert sites("Y[i, b] = W[i, j] X[j, b]\nexport Y", "float32") == []
+
+
+def test_gemm_site_decides_as_gemm_layout_does():
+    """The warm start's record answers as the layout search on the same extents, small products included (which
+    it answers without searching)."""
+    from fuse_mlir.gemm import GemmSite
+
+    site = GemmSite(0, (("i", "j"), ("j", "b")), ("i", "b"), "float64", (("i", "W", 0), ("j", "W", 1), ("b", "X", 1)))
+    assert GemmSite.from_json(site.to_json()) == site
+    for i, j, b in ((4096, 4096, 256), (512, 512, 16), (64, 64, 8), (256, 4096, 4096), (2048, 2048, 32)):
+        layout = gemm_layout(("i", "j"), ("j", "b"), ("i", "b"), {"i": i, "j": j, "b": b}, dtype=np.dtype("float64"))
+        assert layout is not None
+        want = None if layout.c == ("i", "b") else layout.c
+        assert site.result_order({"W": (i, j), "X": (j, b)}) == want, (i, j, b)
+    assert site.result_order({"W": (4096, 4096)}) is None  # an input the call lacks: its own order
