@@ -524,3 +524,38 @@ def test_gemm_site_decides_as_gemm_layout_does():
         want = None if layout.c == ("i", "b") else layout.c
         assert site.result_order({"W": (i, j), "X": (j, b)}) == want, (i, j, b)
     assert site.result_order({"W": (4096, 4096)}) is None  # an input the call lacks: its own order
+
+
+@pytest.mark.parametrize(
+    "src, shapes",
+    [
+        ('W[i, j] = "w.npy"\nY[i, b] = W[i, j] X[j, b]\nexport Y\n', [(600, 16), (600, 600), (600, 8)]),
+        ('W[i, j] = "w.npy"\nY[i, l] = W[i, j] X[j, k] Z[k, l]\nexport Y\n', [(600, 5), (5, 600)]),
+    ],
+    ids=["gemm", "nway"],
+)
+def test_planned_programs_read_replaced_sources(tmp_path, src: str, shapes: list[tuple[int, int]]):
+    """A program whose products are planned per shape reads the arrays replace_sources gave it, in every shape
+    planned before or after the replacement (a plan's variants carry the sources of the lowering it was made
+    for: the planner is kept per lowering, not per module)."""
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((4000, 600))
+    np.save(tmp_path / "w.npy", w)
+    prog = Program(src, str(tmp_path / "p.fuse"), tmp_path)
+    runner = prog.compile("llvm")
+
+    def check(weights: np.ndarray) -> None:
+        for a, b in shapes:
+            ins = {"X": rng.standard_normal((600, a))}
+            want = weights @ ins["X"]
+            if "Z[" in src:
+                ins["Z"] = rng.standard_normal((a, b))
+                want = want @ ins["Z"]
+            for _ in range(2):  # the general path, then the direct one
+                np.testing.assert_allclose(runner(**ins)["Y"], want, rtol=1e-9, atol=1e-9)
+
+    check(w)
+    for _ in range(2):
+        w = rng.standard_normal((4000, 600))
+        prog.replace_sources({"W": w})
+        check(w)

@@ -68,7 +68,8 @@ class Runner:
     # the keyword dict itself and checks every array natively, returning None to decline.
     _native: tuple[Any, Lowered, Any] | None = field(default=None, repr=False)  # (call, lowering, entry)
     _fast_version: int = field(default=0, repr=False)  # the program's sources_version the direct paths were bound at
-    # module -> ShapePlans or None, held weakly (a module that is gone takes its entry with it; ids are reused)
+    # lowering (or a planned variant's module) -> ShapePlans, GemmGate or None, held weakly (a lowering or module
+    # that is gone takes its entry with it; ids are reused)
     _plans: weakref.WeakKeyDictionary[Any, Any] = field(default_factory=weakref.WeakKeyDictionary, repr=False)
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
@@ -204,12 +205,15 @@ class Runner:
         the target orders products itself (einsum backends) or the module has no product whose plan depends on the
         shapes (three or more factors, or a GEMM whose result orientation matters). A lowering from the warm start
         index builds its IR here only when it has such products (``planned``)."""
-        if lowered in self._plans:  # a warm lowering's gate (kept under the lowering: its module may be built since)
+        # Kept per lowering, not per module: replace_sources makes new lowerings of the same module, and a plan's
+        # variants carry the source arrays of the lowering it was made for. A warm lowering's gate stays under it
+        # when its module is built later.
+        if lowered in self._plans:
             return self._plans[lowered]
         warm = not lowered.has_module
         if warm and lowered.planned is False:
             return None
-        key = lowered if warm else lowered.module  # a warm lowering's module is built only if a plan needs it
+        key = lowered
         if key not in self._plans:
             from fuse_mlir.targets import TARGETS
 
@@ -237,7 +241,9 @@ class Runner:
         target = TARGETS.get(self.backend)
         if target is None or target.level != "loop":
             return None
-        plans = self._plans.get(lowered.module) if lowered.has_module else None
+        plans = self._plans.get(lowered)
+        if plans is None and lowered.has_module:
+            plans = self._plans.get(lowered.module)  # a planned variant's module (on_variant)
 
         def rows() -> list[dict[str, Any]]:
             from fuse_mlir.passes.transforms.contract_order import explain_contractions
