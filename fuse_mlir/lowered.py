@@ -190,6 +190,34 @@ class Lowered:
         return f"Lowered(inputs={[s.name for s in self.inputs]}, exports={self.exports}, digest={self.digest})"
 
 
+class ShapeDispatch:
+    """Direct calls chosen by the input shapes, for a planner whose module depends on them: :meth:`add` registers
+    a call for some arrays' shapes and returns :attr:`dispatch`, which runs the call registered for its inputs'
+    shapes (one tuple of shapes, one dict lookup) or returns None for shapes not seen (the caller plans them)."""
+
+    def __init__(self, names: list[str]):
+        table: dict[tuple, Callable[..., Any]] = {}
+        self.names, self.table = names, table
+
+        def dispatch(inputs: Mapping[str, Any], out: Any) -> Any:
+            try:
+                f = table.get(tuple([inputs[n].shape for n in names]))
+            except AttributeError:  # not an array: the general path converts it
+                return None
+            return None if f is None else f(inputs, out)
+
+        self.dispatch = dispatch
+
+    def key(self, arrays: Mapping[str, Any]) -> tuple:
+        """The table key of a call: its input shapes in the module's input order."""
+        return tuple(np.shape(arrays[n]) for n in self.names)
+
+    def add(self, arrays: Mapping[str, Any], call: Callable[..., Any]) -> Callable[..., Any]:
+        """Register ``call`` for these arrays' shapes; the dispatching call."""
+        self.table[self.key(arrays)] = call
+        return self.dispatch
+
+
 @dataclass
 class RunResult:
     """Exports by name and the sink writes the run asked for (performed by the caller)."""

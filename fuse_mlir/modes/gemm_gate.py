@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fuse_mlir.gemm import GemmSite, Orientation, orientation, orientation_tag
-from fuse_mlir.lowered import Lowered
+from fuse_mlir.lowered import Lowered, ShapeDispatch
 
 
 class GemmGate:
@@ -38,9 +38,8 @@ class GemmGate:
         self.names = [s.name for s in lowered.inputs]
         self.by_shape: dict[tuple, Lowered] = {}
         self.by_choice: dict[Orientation, Lowered] = {}
-        self.fast: dict[tuple, Callable[..., Any]] = {}
         self.on_variant: Callable[[Lowered], None] | None = None
-        self._dispatch: Callable[..., Any] | None = None
+        self._direct = ShapeDispatch(self.names)
 
     def lowered_for(self, arrays: Mapping[str, Any]) -> Lowered:
         """The lowering for these arrays' shapes (one dict lookup when the shapes were seen before)."""
@@ -63,21 +62,9 @@ class GemmGate:
         return None
 
     def direct(self, arrays: Mapping[str, Any], call: Callable[..., Any]) -> Callable[..., Any]:
-        """A direct call for the shapes seen so far (one tuple of shapes and one dict lookup; None for a shape not
-        seen, which the caller then plans), as ``ShapePlans.direct``."""
-        self.fast[tuple(arrays[n].shape for n in self.names)] = call
-        if self._dispatch is None:
-            table, names = self.fast, self.names
-
-            def dispatch(inputs: Mapping[str, Any], out: Any) -> Any:
-                try:
-                    f = table.get(tuple([inputs[n].shape for n in names]))
-                except AttributeError:  # not an array: the general path converts it
-                    return None
-                return None if f is None else f(inputs, out)
-
-            self._dispatch = dispatch
-        return self._dispatch
+        """A direct call for the shapes seen so far (None for a shape not seen, which the caller then plans), as
+        ``ShapePlans.direct``."""
+        return self._direct.add(arrays, call)
 
 
 def _edit(module: Any, choice: Orientation) -> None:

@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Operation
 
@@ -38,6 +37,7 @@ from fuse_mlir.gemm import (
     orientation,
     orientation_tag,
 )
+from fuse_mlir.lowered import ShapeDispatch
 from fuse_mlir.passes.conversions.te_to_ew.contract import RESULT_ATTR
 
 if TYPE_CHECKING:
@@ -449,7 +449,6 @@ class ShapePlans:
     by_path: dict[tuple, Lowered] = field(default_factory=dict)
     plans: int = 0
     on_variant: Callable[[Lowered], None] | None = None  # told of each new planned copy (the runner maps it back)
-    fast: dict[tuple, Callable[..., Any]] = field(default_factory=dict)  # shapes -> a backend's direct call
 
     def __post_init__(self) -> None:
         self.names = [s.name for s in self.lowered.inputs]
@@ -459,7 +458,7 @@ class ShapePlans:
         # The warm start's gate (modes/gemm_gate.py) decides from these without IR; deciding the same way here
         # keeps a shape on the same module in a cold process and a warm one.
         self.gemm_sites = gemm_sites(self.lowered) if self.gemms and not self.sites else None
-        self._dispatch: Callable[..., Any] | None = None
+        self._direct = ShapeDispatch(self.names)
 
     @staticmethod
     def needed(lowered: Lowered) -> bool:
@@ -469,7 +468,12 @@ class ShapePlans:
 
     def key(self, arrays: Mapping[str, Any]) -> tuple:
         """The cache key of a call: its input shapes in the module's input order."""
-        return tuple(np.shape(arrays[n]) for n in self.names)
+        return self._direct.key(arrays)
+
+    @property
+    def fast(self) -> dict[tuple, Callable[..., Any]]:
+        """The direct calls registered so far, by :meth:`key` (a benchmark swaps one out to time the dispatch)."""
+        return self._direct.table
 
     def lowered_for(self, arrays: Mapping[str, Any]) -> Lowered:
         """The planned module for these arrays (one dict lookup when the shapes were seen before)."""
@@ -488,19 +492,7 @@ class ShapePlans:
         """A direct call that runs ``call`` (bound to the planned module of ``arrays``' shapes) for those shapes,
         the direct call of earlier shapes for theirs, and returns None for a shape not seen (the caller plans it).
         The choice costs one tuple of shapes and one dict lookup."""
-        self.fast[self.key(arrays)] = call
-        if self._dispatch is None:
-            table, names = self.fast, self.names
-
-            def dispatch(inputs: Mapping[str, Any], out: Any) -> Any:
-                try:
-                    f = table.get(tuple([inputs[n].shape for n in names]))
-                except AttributeError:  # not an array: the general path converts it
-                    return None
-                return None if f is None else f(inputs, out)
-
-            self._dispatch = dispatch
-        return self._dispatch
+        return self._direct.add(arrays, call)
 
     def _plan(self, key: tuple) -> tuple[Lowered, Plan]:
         from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
