@@ -275,8 +275,8 @@ def planning_overhead(calls: int = 50000) -> dict[str, float]:
     runner(**ins)
     dispatch, _ = runner._fast[tuple(ins)]
     plans = next(p for p in runner._plans.values() if isinstance(p, ShapePlans))
-    key = plans.key(ins)
-    kernel = plans.fast[key]
+    key = plans.calls.key(ins)
+    kernel = plans.calls.table[key]
 
     def per_call(f: Callable[[], Any], n: int = calls) -> float:
         best = float("inf")
@@ -292,12 +292,12 @@ def planning_overhead(calls: int = 50000) -> dict[str, float]:
     def noop(inputs: Any, out: Any) -> None:
         return None
 
-    plans.fast[key] = noop
+    plans.calls.table[key] = (noop, kernel[1], None)
     try:
         dispatched = per_call(lambda: dispatch(ins, None))
         bare = per_call(lambda: noop(ins, None))
     finally:
-        plans.fast[key] = kernel
+        plans.calls.table[key] = kernel
     lookup = per_call(lambda: plans.lowered_for(ins))
     return {"direct_dispatch": dispatched - bare, "general_lookup": lookup, "call": whole}
 

@@ -11,6 +11,12 @@ planned), both in one process in interleaved rounds, with NumPy's
 pays. Large skinny products gain, small or nearly square ones must not
 lose.
 
+A second table times what planning per shape costs a call whose shapes change: ``relu(W@X+B)`` with ``W``
+64 × 64 and ``X`` 64 × ``b`` for a run of new ``b`` (each call the first of its shape), then calls cycling
+through those shapes again, on and off alternating call by call (median microseconds per call). A new shape
+that plans as an earlier one runs that variant's native entry (``ShapeDispatch``), so ``on`` should stay within
+a few microseconds of ``off``.
+
 Options: ``--shapes`` (``i,j,b`` triples separated by ``;``), ``--quick``.
 """
 
@@ -84,7 +90,45 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
     print(f"\nload average (1 min) after: {os.getloadavg()[0]:.2f}; median ms per call (float64, fresh outputs)")
+    changing_shapes(50 if args.quick else 400)
     return 0
+
+
+def changing_shapes(n: int) -> None:
+    """Print median microseconds per call of ``relu(W@X+B)`` over ``n`` new shapes, then cycling through them."""
+    import time
+
+    from fuse_mlir import Program, gemm
+
+    src, numpy_fn = PROGRAMS["relu(W@X+B)"]
+    rng = np.random.default_rng(1)
+    w, bias = rng.standard_normal((64, 64)), rng.standard_normal(64)
+    xs = [rng.standard_normal((64, b)) for b in range(9, 9 + n)]
+    saved = dict(gemm.LONG_CONTIGUOUS)
+    gemm.LONG_CONTIGUOUS.clear()
+    try:
+        off = Program(src).compile("llvm", cache=False)
+        off(W=w, X=xs[0][:, :1], B=bias)
+    finally:
+        gemm.LONG_CONTIGUOUS.update(saved)
+    on = Program(src).compile("llvm", cache=False)
+    on(W=w, X=xs[0][:, :1], B=bias)
+    times: dict[tuple[str, str], list[float]] = {}
+    for phase in ("first call of a new shape", "cycling through seen shapes"):
+        for k, x in enumerate(xs):
+            pair = (("on", on), ("off", off))
+            for label, runner in pair if k % 2 else pair[::-1]:  # alternating: the first to read x fetches it
+                t0 = time.perf_counter()
+                y = runner(W=w, X=x, B=bias)["Y"]
+                times.setdefault((phase, label), []).append(time.perf_counter() - t0)
+                if phase.startswith("first"):
+                    np.testing.assert_allclose(y, numpy_fn(W=w, X=x, B=bias), rtol=1e-9, atol=1e-9)
+    print(f"\n`relu(W@X+B)`, W 64 × 64, X 64 × b for {n} values of b (float64), median µs per call:\n")
+    print("| calls | fuse on | fuse off | on − off |")
+    print("|---|---:|---:|---:|")
+    for phase in ("first call of a new shape", "cycling through seen shapes"):
+        on_us, off_us = (1e6 * float(np.median(times[(phase, k)])) for k in ("on", "off"))
+        print(f"| {phase} | {on_us:.1f} | {off_us:.1f} | {on_us - off_us:+.1f} |")
 
 
 if __name__ == "__main__":

@@ -191,31 +191,66 @@ class Lowered:
 
 
 class ShapeDispatch:
-    """Direct calls chosen by the input shapes, for a planner whose module depends on them: :meth:`add` registers
-    a call for some arrays' shapes and returns :attr:`dispatch`, which runs the call registered for its inputs'
-    shapes (one tuple of shapes, one dict lookup) or returns None for shapes not seen (the caller plans them)."""
+    """Calls of a lowering planned per shape (a contraction order, a GEMM's result side), chosen by the call's input
+    shapes: :meth:`add` registers the call bound to the planned variant of some arrays' shapes, and
+    :attr:`dispatch` runs the call registered for its inputs' shapes (one tuple of shapes, one dict lookup).
 
-    def __init__(self, names: list[str]):
-        table: dict[tuple, Callable[..., Any]] = {}
-        self.names, self.table = names, table
+    A shape not seen before asks ``choose`` (the planner's ``lowered_for``, given only where it decides from the
+    shapes alone, without IR) for its variant and runs that variant's call if one was registered, so shapes that
+    plan alike share one compiled kernel and one bound call; anything else returns None, and the caller plans the
+    call on its general path (which then registers it). :attr:`ran` is the latest dispatched call's ``(call,
+    variant, handle)``, for explain().
+    """
 
-        def dispatch(inputs: Mapping[str, Any], out: Any) -> Any:
+    def __init__(self, names: list[str], choose: Callable[[Mapping[str, Any]], Lowered] | None = None):
+        table: dict[tuple, tuple[Callable[..., Any], Lowered, Any]] = {}
+        self.names, self.table, self.choose = names, table, choose
+        self.by_variant: dict[Lowered, tuple[Callable[..., Any], Lowered, Any]] = {}
+        self.ran: tuple[Callable[..., Any], Lowered, Any] | None = None
+
+        def dispatch(inputs: Mapping[str, Any], *rest: Any) -> Any:
             try:
-                f = table.get(tuple([inputs[n].shape for n in names]))
-            except AttributeError:  # not an array: the general path converts it
+                key = tuple([inputs[n].shape for n in names])
+            except (AttributeError, KeyError):  # not an array, or not this signature: the general path sorts it out
                 return None
-            return None if f is None else f(inputs, out)
+            hit = table.get(key)
+            if hit is None:
+                hit = self._resolve(inputs, key)
+                if hit is None:
+                    return None
+            self.ran = hit
+            return hit[0](inputs, *rest)
 
         self.dispatch = dispatch
+
+    def _resolve(self, inputs: Mapping[str, Any], key: tuple) -> tuple[Callable[..., Any], Lowered, Any] | None:
+        """A new shape's call: its planned variant's, when ``choose`` can name the variant and it has a call."""
+        if self.choose is None or not self.by_variant:
+            return None
+        try:
+            variant = self.choose(inputs)
+        except Exception:  # shapes the planner cannot use: the general path validates them and reports the error
+            return None
+        hit = self.by_variant.get(variant)
+        if hit is not None:
+            self.table[key] = hit
+        return hit
 
     def key(self, arrays: Mapping[str, Any]) -> tuple:
         """The table key of a call: its input shapes in the module's input order."""
         return tuple(np.shape(arrays[n]) for n in self.names)
 
-    def add(self, arrays: Mapping[str, Any], call: Callable[..., Any]) -> Callable[..., Any]:
-        """Register ``call`` for these arrays' shapes; the dispatching call."""
-        self.table[self.key(arrays)] = call
-        return self.dispatch
+    def add(self, arrays: Mapping[str, Any], variant: Lowered, call: Callable[..., Any], handle: Any = None) -> None:
+        """Register ``call`` (bound to ``variant``, the planned lowering of these arrays' shapes; ``handle`` is kept
+        beside it, e.g. the native entry that times itself) for these shapes and for new shapes that plan alike."""
+        hit = self.by_variant[variant] = (call, variant, handle)
+        self.table[self.key(arrays)] = hit
+
+    @property
+    def seconds(self) -> float:
+        """The latest dispatched call's run time, read from its handle (a native entry times itself)."""
+        assert self.ran is not None
+        return float(self.ran[2].seconds)
 
 
 @dataclass

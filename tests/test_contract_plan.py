@@ -17,7 +17,7 @@ import opt_einsum
 import pytest
 
 from benchmarks.contractions import SUITE, Case
-from fuse_mlir import Program
+from fuse_mlir import FuseError, Program
 from fuse_mlir.gemm import GemmLayout, gemm_layout
 from fuse_mlir.passes.transforms.contract_plan import (
     ShapePlans,
@@ -462,20 +462,59 @@ def test_planned_gemm_orientation_is_in_the_module_and_explained():
 
 
 def test_a_planned_module_keeps_the_native_call_path():
-    """A program planned per shape runs repeated calls of a shape through a native entry guarded by that shape:
-    another shape declines it (and plans on the general path), so no call runs a module planned for other shapes."""
+    """A program planned per shape runs repeated calls of a shape natively: the call's shapes pick the planned
+    variant, whose own native entry runs it, so no call runs a module planned for other shapes. A new shape that
+    plans as an earlier one runs that one's entry without the general path; one that plans otherwise declines the
+    native dispatch and plans on the general path, after which it too runs natively."""
+    from fuse_mlir.lowered import ShapeDispatch
+
     runner = Program("Y[i, b] = W[i, j] X[j, b]\nexport Y\n").compile("llvm")
     rng = np.random.default_rng(9)
-    first = {"W": rng.random((512, 64)), "X": rng.random((64, 16))}
-    runner(**first)
-    runner(**first)
+    w = rng.random((4096, 2048))
+    tall = {"W": w, "X": rng.random((2048, 32))}  # turns round (a copy pays)
+    runner(**tall)
+    runner(**tall)
     assert runner._native is not None
-    call = runner._native[0]
-    assert call(first) is not None  # this shape: the entry runs it
-    second = {"W": rng.random((16, 64)), "X": rng.random((64, 512))}
-    assert call(second) is None  # another shape: declined before anything runs
-    for ins in (second, first, second):
+    call, dispatch = runner._native[0], runner._native[2]
+    assert isinstance(dispatch, ShapeDispatch)
+    assert call(tall) is not None  # this shape: its variant's entry runs it
+    turned = dispatch.ran[1]
+    assert turned is not runner.program.lower({"W": np.dtype("float64"), "X": np.dtype("float64")})
+    taller = {"W": w, "X": rng.random((2048, 40))}  # a new shape that plans the same way
+    assert call(taller) is not None and dispatch.ran[1] is turned  # no general path: the same variant's entry
+    small = {"W": rng.random((16, 64)), "X": rng.random((64, 16))}  # plans the other way (as written)
+    assert call(small) is None  # its variant has no entry yet: declined before anything runs
+    general = runner.run
+    runs: list[int] = []
+    runner.run = lambda *a, **k: runs.append(1) or general(*a, **k)  # type: ignore[method-assign]
+    for ins in (small, tall, small, taller, tall):
         np.testing.assert_allclose(runner(**ins)["Y"], ins["W"] @ ins["X"], rtol=1e-10)
+        assert ("copies result after" in runner.explain()) == (ins is not small)  # explain names the variant run
+    assert len(runs) == 1  # only the first call of the as-written variant planned on the general path
+    other = {"W": rng.random((20, 64)), "X": rng.random((64, 20))}
+    np.testing.assert_allclose(runner(**other)["Y"], other["W"] @ other["X"], rtol=1e-10)
+    assert len(runs) == 1  # a new shape of that variant runs natively too
+    bad = {"W": rng.random((16, 64)), "X": rng.random((63, 16))}
+    with pytest.raises(FuseError, match="j is 63 in X"):
+        runner(**bad)  # declined natively; the general path reports the mismatch
+
+
+def test_planned_calls_dispatch_by_shape_on_the_python_path(monkeypatch: pytest.MonkeyPatch):
+    """The Python direct path (taken where the process cannot build native entries, as here) dispatches planned
+    variants by shape the same way: a new shape that plans as an earlier one runs its bound call without the
+    general path."""
+    rng = np.random.default_rng(10)
+    w = rng.random((4096, 2048))
+    runner = Program("Y[i, b] = W[i, j] X[j, b]\nexport Y\n").compile("llvm")
+    monkeypatch.setattr(runner.executor, "bind_native", lambda lowered: None)
+    general = runner.run
+    runs: list[int] = []
+    runner.run = lambda *a, **k: runs.append(1) or general(*a, **k)  # type: ignore[method-assign]
+    for b in (32, 40, 32, 48):
+        x = rng.random((2048, b))
+        np.testing.assert_allclose(runner(W=w, X=x)["Y"], w @ x, rtol=1e-10)
+        assert runner._native is None and "copies result after" in runner.explain()
+    assert len(runs) == 1  # the first call planned the turned-round variant; later shapes reuse its call
 
 
 def test_gemm_orientation_benchmark_runs_and_checks_its_values(capsys: pytest.CaptureFixture[str]):
@@ -486,6 +525,7 @@ def test_gemm_orientation_benchmark_runs_and_checks_its_values(capsys: pytest.Ca
     assert gemm_orientation.main(["--shapes", "300,200,20;20,200,300", "--quick"]) == 0
     out = capsys.readouterr().out
     assert out.count("| W@X |") == 2 and out.count("| relu(W@X+B) |") == 2
+    assert "| first call of a new shape |" in out and "| cycling through seen shapes |" in out
     with pytest.raises(SystemExit):
         gemm_orientation.main(["--shapes", "1,2"])
 

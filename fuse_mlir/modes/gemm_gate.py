@@ -28,7 +28,7 @@ class GemmGate:
     """The runner's planner for a warm lowering whose GEMM sites are known (``lowered.gemm_sites``).
 
     Same interface as ``ShapePlans`` where the runner uses it: :meth:`lowered_for`, :meth:`plan_for`,
-    :meth:`direct` and ``on_variant`` (told of each derived lowering; the runner maps its module, once built,
+    ``calls`` and ``native_calls`` (:class:`~fuse_mlir.lowered.ShapeDispatch`) and ``on_variant`` (told of each derived lowering; the runner maps its module, once built,
     back here).
     """
 
@@ -39,7 +39,9 @@ class GemmGate:
         self.by_shape: dict[tuple, Lowered] = {}
         self.by_choice: dict[Orientation, Lowered] = {}
         self.on_variant: Callable[[Lowered], None] | None = None
-        self._direct = ShapeDispatch(self.names)
+        # The runner's direct calls and native entries by shape; a new shape picks its variant from the shapes alone.
+        self.calls = ShapeDispatch(self.names, self.lowered_for)
+        self.native_calls = ShapeDispatch(self.names, self.lowered_for)
 
     def lowered_for(self, arrays: Mapping[str, Any]) -> Lowered:
         """The lowering for these arrays' shapes (one dict lookup when the shapes were seen before)."""
@@ -60,11 +62,6 @@ class GemmGate:
     def plan_for(self, shapes: Mapping[str, tuple[int, ...]]) -> Any:
         """None: a gate plans no product orders (GEMM sides show in the module explain() reads)."""
         return None
-
-    def direct(self, arrays: Mapping[str, Any], call: Callable[..., Any]) -> Callable[..., Any]:
-        """A direct call for the shapes seen so far (None for a shape not seen, which the caller then plans), as
-        ``ShapePlans.direct``."""
-        return self._direct.add(arrays, call)
 
 
 def _edit(module: Any, choice: Orientation) -> None:

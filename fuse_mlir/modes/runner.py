@@ -18,7 +18,7 @@ import numpy as np
 
 from fuse_mlir.diagnostics import FuseRuntimeError
 from fuse_mlir.frontend.resolve import Resolved
-from fuse_mlir.lowered import Lowered, LowerOptions, ProgramLowering, coerce_input
+from fuse_mlir.lowered import Lowered, LowerOptions, ProgramLowering, ShapeDispatch, coerce_input
 from fuse_mlir.modes.fixpoint import RunInfo, collect_run
 from fuse_mlir.stages import FRONTEND_STAGES, StageTimes, record
 
@@ -130,6 +130,9 @@ class Runner:
 
             if len(self._last) == 3:  # the direct path: (lowered, inputs, seconds)
                 lowered, inputs, seconds = self._last
+                if isinstance(lowered, ShapeDispatch):  # a planned module's: the variant its latest call ran
+                    assert lowered.ran is not None
+                    lowered = lowered.ran[1]
                 if not isinstance(seconds, float):  # the native entry's: its latest call is this one
                     seconds = seconds.seconds
                 input_shapes, compile_seconds, shapes, op_seconds = _shapes(inputs), 0.0, None, None
@@ -360,20 +363,26 @@ class Runner:
         ):
             return
         fast = bind(lowered)
-        if fast is not None and planned is not None:
-            fast = planned.direct(given, fast)  # a call of these shapes only: others plan on the general path
         if fast is not None:
             if self._fast_version != self.program.sources_version:
                 self._fast.clear()
                 self._native = None
                 self._fast_version = self.program.sources_version
-            self._fast[tuple(given)] = (fast, lowered)
             bind_native = getattr(self.executor, "bind_native", None)
-            native = None
-            if bind_native is not None:
-                # A module planned per shape runs natively for exactly this call's shapes; others plan first.
-                native = bind_native(lowered) if planned is None else bind_native(lowered, _shapes(given))
-            self._native = (native.call, lowered, native) if native is not None else None
+            native = bind_native(lowered) if bind_native is not None else None
+            if planned is None:
+                self._fast[tuple(given)] = (fast, lowered)
+                self._native = (native.call, lowered, native) if native is not None else None
+                return
+            # A module planned per shape: the call's shapes pick the planned variant, and its own calls run it (the
+            # dispatch stands in for the lowering until explain() asks which variant the latest call ran).
+            planned.calls.add(given, lowered, fast)
+            self._fast[tuple(given)] = (planned.calls.dispatch, planned.calls)
+            if native is None:
+                self._native = None
+                return
+            planned.native_calls.add(given, lowered, native.call, native)
+            self._native = (planned.native_calls.dispatch, planned.native_calls, planned.native_calls)
 
     def _input_specs(self) -> dict[str, Any]:
         specs = self._specs

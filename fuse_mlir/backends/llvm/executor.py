@@ -221,10 +221,6 @@ def compile_program(
     return compiled
 
 
-SHAPED_ENTRIES = 8
-"""Shape-guarded native entries kept per bound module (each holds a call state); older shapes' entries are dropped."""
-
-
 class _Bound:
     """One compiled program as one runner calls it: slot order, its own arena pool, donation and output tables."""
 
@@ -238,7 +234,6 @@ class _Bound:
         "pool",
         "prog",
         "result_index",
-        "shaped",
         "sources",
     )
 
@@ -253,7 +248,6 @@ class _Bound:
         self.exports = [(r, name) for r, (name, kind, _, _, _) in enumerate(prog.results) if kind == "export"]
         self.result_index = {name: r for r, name in self.exports}
         self.entry: Any = False  # the native entry (runtime.NativeKernel.native_entry): False until asked for
-        self.shaped: dict[tuple, Any] = {}  # native entries for one shape each, by shapes (a per-shape plan's module)
 
 
 @dataclass
@@ -417,26 +411,17 @@ class NativeExecutor:
 
         return call
 
-    def bind_native(self, lowered: Lowered, shapes: Mapping[str, tuple[int, ...]] | None = None) -> Any:
+    def bind_native(self, lowered: Lowered) -> Any:
         """The native entry for one signature (:class:`fuse_mlir.backends.llvm.entry.NativeEntry`): ``call`` with
         the keyword dict of a call returns the exports, or None when it declines (the caller then takes the general
         path); ``seconds`` is its latest call's wall time.
 
         None where the direct path has none (sinks, donated inputs), the program reads sources, or the process
         cannot build one. Built once per lowering and executor; it checks every array natively (type, dtype,
-        rank, static extents, layout) and leaves anything else to the Python path. ``shapes`` (input shapes by
-        name) gives an entry that runs only those shapes, for a module planned per shape (kept for the latest
-        :data:`SHAPED_ENTRIES` shapes).
+        rank, static extents, layout) and leaves anything else to the Python path.
         """
         b = self._bind(lowered)
         ok = len(b.exports) == len(b.prog.results) and not b.donated and not b.sources
-        if shapes is not None:
-            key = tuple(sorted(shapes.items()))
-            if key not in b.shaped:
-                if len(b.shaped) >= SHAPED_ENTRIES:
-                    del b.shaped[next(iter(b.shaped))]  # the oldest shape's entry (its state goes with it)
-                b.shaped[key] = b.kernel.native_entry(b.exports, self.reuse_outputs, b.pool, shapes) if ok else None
-            return b.shaped[key]
         if b.entry is False:
             b.entry = b.kernel.native_entry(b.exports, self.reuse_outputs, b.pool) if ok else None
         return b.entry

@@ -742,12 +742,10 @@ class NativeKernel:
         exports: Sequence[tuple[int, str]],
         keep: bool,
         pool: StatePool | None = None,
-        shapes: Mapping[str, tuple[int, ...]] | None = None,
     ) -> NativeEntry | None:
         """A native builtin for calls by input name (:mod:`.entry`): ``entry.call(inputs)`` returns the exports
         by name, or None when it declines (the caller takes the Python path). It keeps a state of ``pool`` (the
-        one the latest call used, so ``keep`` results stay where they were) for itself. ``shapes`` (by input name)
-        makes every extent static: the entry then runs calls of exactly those shapes (a module planned for them).
+        one the latest call used, so ``keep`` results stay where they were) for itself.
 
         None where no entry fits: an argument slot other than an input (a constant is fine; a source is passed per
         call), one no ``loop.arg`` reads, a result that is not exported (``exports``: (slot, name) pairs), or a
@@ -763,13 +761,7 @@ class NativeKernel:
             s = self._slots[k]
             if spec.arg_kinds[k] != "input" or s.static is None or s.dtype is None:
                 return None
-            static = s.static
-            if shapes is not None:
-                given = tuple(shapes.get(s.name, ()))
-                if len(given) != len(static) or any(d >= 0 and d != g for d, g in zip(static, given)):
-                    return None  # not a shape this module runs: no entry
-                static = given
-            inputs.append((s.name, k, s.dtype, static, s.offset))
+            inputs.append((s.name, k, s.dtype, s.static, s.offset))
         names = dict(exports)
         results = [(names[r], d, rank, off) for r, (d, rank, off) in enumerate(self._results)]
         state = (pool or self._pool).take()

@@ -458,22 +458,18 @@ class ShapePlans:
         # The warm start's gate (modes/gemm_gate.py) decides from these without IR; deciding the same way here
         # keeps a shape on the same module in a cold process and a warm one.
         self.gemm_sites = gemm_sites(self.lowered) if self.gemms and not self.sites else None
-        self._direct = ShapeDispatch(self.names)
+        # The runner's direct calls (Python) and native entries of the variants, by shape. A GEMM-sides-only plan is
+        # decided from the shapes alone (a few microseconds), so a new shape that plans as an earlier one runs that
+        # one's call; an n-way plan infers shapes on the IR, so a new shape plans on the runner's general path.
+        choose = self.lowered_for if self.gemm_sites is not None else None
+        self.calls = ShapeDispatch(self.names, choose)
+        self.native_calls = ShapeDispatch(self.names, choose)
 
     @staticmethod
     def needed(lowered: Lowered) -> bool:
         """Whether ``lowered`` has a contraction whose plan can depend on the run's shapes: an n-way product's order,
         or which way round a GEMM writes its result (:func:`is_oriented_gemm`)."""
         return any(is_nway(op) or is_oriented_gemm(op) for op in lowered.module.body.block.ops)
-
-    def key(self, arrays: Mapping[str, Any]) -> tuple:
-        """The cache key of a call: its input shapes in the module's input order."""
-        return self._direct.key(arrays)
-
-    @property
-    def fast(self) -> dict[tuple, Callable[..., Any]]:
-        """The direct calls registered so far, by :meth:`key` (a benchmark swaps one out to time the dispatch)."""
-        return self._direct.table
 
     def lowered_for(self, arrays: Mapping[str, Any]) -> Lowered:
         """The planned module for these arrays (one dict lookup when the shapes were seen before)."""
@@ -487,12 +483,6 @@ class ShapePlans:
         """The plan a call with these input shapes (by name) ran with (None when none was made)."""
         hit = self.by_shape.get(tuple(tuple(shapes[n]) for n in self.names))
         return None if hit is None else hit[1]
-
-    def direct(self, arrays: Mapping[str, Any], call: Callable[..., Any]) -> Callable[..., Any]:
-        """A direct call that runs ``call`` (bound to the planned module of ``arrays``' shapes) for those shapes,
-        the direct call of earlier shapes for theirs, and returns None for a shape not seen (the caller plans it).
-        The choice costs one tuple of shapes and one dict lookup."""
-        return self._direct.add(arrays, call)
 
     def _plan(self, key: tuple) -> tuple[Lowered, Plan]:
         from fuse_mlir.interp.shapes import infer_shapes, op_index_extents
