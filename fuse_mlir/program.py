@@ -282,9 +282,18 @@ class Program:
         donated = (donate,) if isinstance(donate, str) else tuple(donate)
         executor = get_backend(backend, opt_level=opt_level, donate=donated, **options)
         root = Path(out_root) if out_root is not None else Path.cwd()
-        runner = configure_runner(
-            self, backend, root, executor, mode=mode, projection=projection, samples=samples, seed=seed, profile=profile
-        )
+        with recursion_room():  # a mode's plan walks expressions recursively (streaming's; see parser.MAX_OPERATORS)
+            runner = configure_runner(
+                self,
+                backend,
+                root,
+                executor,
+                mode=mode,
+                projection=projection,
+                samples=samples,
+                seed=seed,
+                profile=profile,
+            )
         runner.donate = frozenset(donated)
         runner.options = lowering
         return runner

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -213,6 +215,26 @@ def test_long_operator_chains_compile(op: str):
     if op in "+-":  # (a product of 5,000 factors is one contraction, which NumPy's einsum cannot run)
         got = program.compile("reference")(X=np.ones(2))["Y"]
         np.testing.assert_allclose(got, np.full(2, n if op == "+" else 2 - n))
+
+
+@pytest.mark.parametrize(
+    ("mode", "src", "inputs", "want"),
+    [
+        ("streaming", "S[i, *t] = S[i, *t-1] + {chain}", {"X": np.ones(2)}, lambda n: np.full(2, n)),
+        ("fixpoint", "R[i] = 0.5 R[i] + {chain}", {"X": np.ones(2)}, lambda n: np.full(2, 2 * n)),
+    ],
+)
+def test_long_operator_chains_compile_in_every_mode(mode: str, src: str, inputs: dict, want: Any):
+    """The modes' own plans walk expressions too (streaming's time analysis): a chain of MAX_OPERATORS operators
+    compiles and runs in streaming and fixpoint mode as in single mode (it was a RecursionError in streaming)."""
+    from fuse_mlir.frontend.parser import MAX_OPERATORS
+
+    n = MAX_OPERATORS - 1  # operands: with the recurrence's own term (and 0.5's product) at most MAX_OPERATORS
+    runner = Program(src.format(chain=" + ".join(["X[i]"] * n))).compile("reference", mode=mode)
+    if mode == "streaming":
+        runner.reset(S=np.zeros(2))
+    got = next(iter(runner(**inputs).values()))
+    np.testing.assert_allclose(got, want(n), rtol=1e-4)  # the fixpoint stops at its default tolerance
 
 
 def test_long_sum_on_llvm():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -223,10 +224,17 @@ def _still_fails(worker: driver.Worker, config: str, sig: tuple[str, str]):  # n
 def run_mutants(
     n: int, configs: list[str], *, seed: int = 0, timeout: float = 30.0, generated: int = 40, jobs: int | None = None
 ) -> Report:
-    """``n`` text mutants of the examples and of ``generated`` generated programs, compiled on ``configs``."""
+    """``n`` text mutants of the examples and of ``generated`` generated programs, compiled on ``configs``.
+
+    A quarter as many again of the generated programs are recursive and a quarter streamed, so mutants reach the
+    fixpoint and streaming lowerings (``driver.compile_text`` compiles a mutant in the mode its error asks for).
+    """
     rep = Report()
     start = time.perf_counter()
-    seeds = seeds_from_examples() + [Generator(seed + k).program().source() for k in range(generated)]
+    kinds: list[dict[str, Any]] = (
+        [{}] * generated + [{"fixpoint": 1.0}] * (generated // 4) + [{"streaming": 1.0}] * (generated // 4)
+    )
+    seeds = seeds_from_examples() + [Generator(seed + k, **kw).program().source() for k, kw in enumerate(kinds)]
     texts = mutants(seeds, n, seed)
     pool = driver.Pool(jobs or driver.default_jobs(), timeout)
     try:

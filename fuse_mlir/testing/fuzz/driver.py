@@ -161,29 +161,47 @@ def invalid_ir_pass(
     return None
 
 
+MODE_HINTS = (("recursive programs need", "fixpoint"), ("needs streaming mode", "streaming"))
+"""Phrases of the errors that tell the user a program needs another mode, and that mode: a text mutant of a
+recursive or streamed program is compiled again in the mode its error names, so the fixpoint and streaming
+lowerings (and the run, when it names no inputs) meet mutants too, not only the error that stops single mode."""
+
+
 def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
-    """A text mutant: parse, resolve, lower and compile (and run on tiny inputs when it names none)."""
+    """A text mutant: parse, resolve, lower and compile (and run on tiny inputs when it names none), in single
+    mode and, where the error names one (:data:`MODE_HINTS`) and the configuration runs it, in that mode."""
     from fuse_mlir import FuseError, Program
+    from fuse_mlir.diagnostics import diagnostic_handler
 
     for config in configs:
-        try:
-            prog = Program(source)
-            runner = prog.compile(**CONFIGS[config])
-            names = getattr(runner, "input_names", None)
-            if callable(names):
-                names = names()
-            if names is not None and not list(names):
-                runner()
-        except FuseError as e:
-            text = str(e)
-            if not _located(text):
-                return "crash", f"{config}: FuseError without a location: {text[:400]}"
-        except RecursionError as e:
-            return "crash", f"{config}: RecursionError: {e}"
-        except BaseException as e:  # noqa: BLE001
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            return "crash", f"{config}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
+        mode: str | None = None
+        while True:
+            try:
+                with diagnostic_handler(lambda diagnostic: None):  # warnings (max_iters reached) are not errors
+                    prog = Program(source)
+                    options: dict[str, Any] = {"mode": mode} if mode else {}
+                    runner = prog.compile(**CONFIGS[config], **options)
+                    names = getattr(runner, "input_names", None)
+                    if callable(names):
+                        names = names()
+                    if names is not None and not list(names):
+                        runner()
+            except FuseError as e:
+                text = str(e)
+                if not _located(text):
+                    return "crash", f"{config} (mode {mode or 'single'}): FuseError without a location: {text[:400]}"
+                wanted = next((m for hint, m in MODE_HINTS if hint in text), None)
+                if mode is None and wanted is not None and supports(config, {"mode": wanted}):
+                    mode = wanted
+                    continue
+            except RecursionError as e:
+                return "crash", f"{config} (mode {mode or 'single'}): RecursionError: {e}"
+            except BaseException as e:  # noqa: BLE001
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                tb = traceback.format_exc(limit=8)
+                return "crash", f"{config} (mode {mode or 'single'}): {type(e).__name__}: {e}\n{tb}"
+            break
     return "ok", ""
 
 
