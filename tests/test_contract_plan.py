@@ -599,3 +599,29 @@ def test_planned_programs_read_replaced_sources(tmp_path, src: str, shapes: list
         w = rng.standard_normal((4000, 600))
         prog.replace_sources({"W": w})
         check(w)
+
+
+def test_a_plan_marks_products_whose_projected_extents_are_all_positive():
+    """A per-shape plan tells contract-order which products need no empty-sum guard: a variant planned for shapes
+    whose projected extents are all positive carries ``nonempty`` (its steps run unguarded), one with an empty
+    projected index does not, and reads 0 there whatever the other factors hold."""
+    from fuse_mlir.dialects import tensor_eq as te
+    from fuse_mlir.passes.transforms.contract_order import ContractOrder
+    from fuse_mlir.passes.transforms.contract_plan import NONEMPTY_ATTR, ShapePlans
+
+    runner = Program("R[i, l] = A[i, j] B[j, k] C[k, l]\nexport R\n").compile("llvm")
+    rng = np.random.default_rng(12)
+    full = {"A": rng.random((3, 4)), "B": rng.random((4, 5)), "C": rng.random((5, 2))}
+    empty_k = {"A": rng.random((3, 4)), "B": np.ones((4, 0)), "C": np.full((0, 2), np.nan)}
+    empty_j = {"A": np.full((3, 0), np.inf), "B": np.ones((0, 5)), "C": np.full((5, 2), np.nan)}
+    np.testing.assert_allclose(runner(**full)["R"], full["A"] @ full["B"] @ full["C"], rtol=1e-12)
+    for ins in (empty_k, empty_j):
+        np.testing.assert_array_equal(runner(**ins)["R"], np.zeros((3, 2)))
+    (plans,) = {id(p): p for p in runner._plans.values() if isinstance(p, ShapePlans)}.values()
+    for ins, marked in ((full, True), (empty_k, False), (empty_j, False)):
+        module = plans.lowered_for(ins).module.clone()
+        (op,) = [o for o in module.walk() if isinstance(o, te.ContractOp)]
+        assert (NONEMPTY_ATTR in op.attributes) == marked
+        ContractOrder().apply(None, module)  # type: ignore[arg-type]
+        guards = [o for o in module.walk() if isinstance(o, te.GenerateOp) and o.fn.data == "nonempty"]
+        assert len(guards) == (0 if marked else 1)

@@ -51,6 +51,39 @@ VALUE_CASES = [
     ("logsumexp-inf", "Y = logsumexp(X[i])", {"X": np.array([np.inf, 1.0])}, np.array(np.inf)),
     ("logsumexp-neg-inf", "Y = logsumexp(X[i])", {"X": np.array([-np.inf, -np.inf])}, np.array(-np.inf)),
     ("softmax-huge", "Y[i.] = softmax(X[i])", {"X": np.array([1e308, -1e308, 0.0])}, np.array([1.0, 0, 0])),
+    # A sum over an empty index is 0 whatever the other factors are, NaN and infinities included, also where the
+    # product is factored (a factor summed over its own indices first, or pairs contracted in turn).
+    *(
+        (f"empty-sum-{name}", src, inputs, expected)
+        for name, src, inputs, expected in [
+            ("presum", "Y[j] = A[j] X[j, l]", {"A": np.array([np.nan, np.inf]), "X": np.zeros((2, 0))}, np.zeros(2)),
+            ("presum-0d", "Y = A[j] X[j, l]", {"A": np.array([np.nan, -np.inf]), "X": np.zeros((2, 0))}, np.zeros(())),
+            (
+                "presum-computed",
+                "Y[j, p] = A[j] ** 0.5 X[j, l, p]",
+                {"A": np.array([-2.0, 4.0]), "X": np.zeros((2, 0, 3))},
+                np.zeros((2, 3)),
+            ),
+            (
+                "chain",
+                "Y[i, l] = A[i, j] B[j, k] C[k, l]",
+                {"A": np.full((2, 3), np.nan), "B": np.ones((3, 0)), "C": np.ones((0, 2))},
+                np.zeros((2, 2)),
+            ),
+            (
+                "chain-first",
+                "Y[i, l] = A[i, j] B[j, k] C[k, l]",
+                {"A": np.ones((2, 0)), "B": np.ones((0, 3)), "C": np.full((3, 2), np.inf)},
+                np.zeros((2, 2)),
+            ),
+            (
+                "float32",
+                "Y[j] = A[j] X[j, l]",
+                {"A": np.array([np.nan], np.float32), "X": np.zeros((1, 0), np.float32)},
+                np.zeros(1, np.float32),
+            ),
+        ]
+    ),
 ]
 
 

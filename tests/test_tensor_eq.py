@@ -123,6 +123,19 @@ class TestVerifiers:
         with pytest.raises(VerifyException, match="takes 2"):
             ModuleOp([bad]).verify()
 
+    def test_generate_nonempty_is_0d_over_some_extents(self):
+        x = te.InputOp("X", ["i"], self.f64(te.DYNAMIC))
+        n = te.DimOp(x.result, 0)
+        i8 = te.tensor_type(np.dtype("int8"), [])
+        ModuleOp([x, n, te.GenerateOp("nonempty", [n.result], [], i8)]).verify()
+        with pytest.raises(VerifyException, match="nonempty takes no indices and one or more extents"):
+            ModuleOp([te.GenerateOp("nonempty", [], [], i8)]).verify()
+        y = te.InputOp("Y", ["i"], self.f64(te.DYNAMIC))
+        m = te.DimOp(y.result, 0)
+        bad = te.GenerateOp("nonempty", [m.result], ["i"], te.tensor_type(np.dtype("int8"), [te.DYNAMIC]))
+        with pytest.raises(VerifyException, match="nonempty takes no indices"):
+            ModuleOp([y, m, bad]).verify()
+
     def test_verify_error_in_text_is_located(self):
         text = (
             'builtin.module {\n  %0 = te.input "X" {indices = ["i"]} : tensor<?xf64>\n'

@@ -603,6 +603,14 @@ def _contract(s: _State, op: te.ContractOp) -> Array:
     plan = contract_plan(op)
     names, out, proj, dtype = plan.names, plan.out, plan.projection, plan.dtype
     if proj in ("sum", "mean"):
+        ext: dict[str, int] = {}
+        for a, ns in zip(arrays, names):
+            for n, size in zip(ns, a.shape):
+                ext.setdefault(n, size)
+        if proj == "sum" and any(ext[n] == 0 for n in plan.projected):
+            # A sum over an empty index is 0 whatever the factors; einsum may sum a factor over its own indices
+            # first, and 0 times a NaN or infinite factor would be NaN (contract-order guards its products alike).
+            return xp.zeros([ext[n] for n in out], dtype)
         work = accumulate_dtype(plan.mean_work_dtype(plan.in_dtypes) if proj == "mean" else dtype)
         kit = ArrayKit(xp.stack, lambda shape: xp.zeros(shape, work), lambda a, b: a + b)
         res = contract_named(
@@ -614,10 +622,6 @@ def _contract(s: _State, op: te.ContractOp) -> Array:
             linear=True,
         )
         if proj == "mean":
-            ext: dict[str, int] = {}
-            for a, ns in zip(arrays, names):
-                for n, size in zip(ns, a.shape):
-                    ext.setdefault(n, size)
             count = math.prod(ext[n] for n in plan.projected)
             res = res / count if count else xp.zeros(res.shape, work) + np.nan
         return xp.astype(res, dtype)
@@ -789,6 +793,8 @@ def _generate(s: _State, op: te.GenerateOp) -> Array:
     from fuse_mlir.interp import numpy_builtins as nb
 
     ext = [s.get(e) for e in op.extents]
+    if op.fn.data == "nonempty":
+        return s.ops.asarray(np.array(all(int(e) > 0 for e in ext), dtype=te.dtype_of(op.result)))
     if op.fn.data == "causal_mask":
         return s.ops.asarray(nb.causal_mask(ext[0], dtype=te.dtype_of(op.result)))
     if op.fn.data == "iota":

@@ -1012,7 +1012,10 @@ class GenerateOp(IRDLOperation):
     """A tensor built from extents alone: ``causal_mask`` over two indices, ``even``/``odd``/``iota`` over one.
 
     ``iota`` is the int64 position along its one axis (0, 1, ..., n-1); the gradient transformation builds
-    the one-hot selections of its scatter-adds from it.
+    the one-hot selections of its scatter-adds from it. ``nonempty`` has no indices and any number of extents:
+    the 0-d 1 when every extent is positive, else 0 (``contract-order`` guards a product it factored with it: a
+    sum over an empty index is 0 whatever the factors, which a factored product cannot keep when a factor is
+    NaN or infinite).
     """
 
     name = "te.generate"
@@ -1033,11 +1036,19 @@ class GenerateOp(IRDLOperation):
     def verify_(self) -> None:
         out = names_of(self.indices)
         _check_rank(self, self.result, out, "result")
+        if self.fn.data == "nonempty":
+            if out or not self.extents:
+                raise VerifyException("te.generate: nonempty takes no indices and one or more extents")
+            return
         want = {"causal_mask": 2, "even": 1, "odd": 1, "iota": 1}.get(self.fn.data)
         if want is None:
             raise VerifyException(f"te.generate: unknown generator {self.fn.data!r}")
         if len(out) != want or len(self.extents) != want:
             raise VerifyException(f"te.generate: {self.fn.data} takes {want} indices and extents")
+
+    def shape_extents(self) -> list[SSAValue]:
+        """The extents that are the result's axes (all but ``nonempty``'s, which is 0-d)."""
+        return [] if self.fn.data == "nonempty" else list(self.extents)
 
 
 @irdl_op_definition

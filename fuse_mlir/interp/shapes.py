@@ -137,8 +137,7 @@ def _infer(
             s = shape(op.input)
             return [(*s[:-2], s[-2] * s[-1])]
         case te.GenerateOp():
-            ext = [env[e] for e in op.extents]
-            return [tuple(ext)]
+            return [tuple(env[e] for e in op.shape_extents())]
         case te.PlaceOp():
             names = te.names_of_each(op.operand_indices)[0]
             extents = iter(env[e] for e in op.extents)

@@ -21,14 +21,21 @@ from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.interp.dtypes import accumulate_dtype, contract_dtype
 from fuse_mlir.passes.registry import register_pass
-from fuse_mlir.passes.transforms.contract_plan import Plan, optimal_path, orders_of, path_of, step_orders
+from fuse_mlir.passes.transforms.contract_plan import (
+    NONEMPTY_ATTR,
+    Plan,
+    optimal_path,
+    orders_of,
+    path_of,
+    step_orders,
+)
 
 
 @register_pass
@@ -43,6 +50,15 @@ class ContractOrder(ModulePass):
     (unknown ones count as ``assumed-extent``; exhaustive up to
     ``max-optimal`` factors, greedy beyond). Intermediates take the axis
     order a GEMM writes without copies.
+
+    A sum over an empty index is 0 whatever the factors hold. A product
+    factored either way would instead multiply an empty partial sum (0) by
+    the other factors, and NaN or an infinity among them makes that NaN, so
+    the factored result is guarded: ``te.generate "nonempty"`` of the
+    projected extents not known positive selects it or 0 (``te.map
+    "select"``, fused into the last step's loop or run over a GEMM's result).
+    A per-shape plan that saw every projected extent positive marks the op
+    ``nonempty`` and it runs unguarded.
     """
 
     name = "contract-order"
@@ -54,15 +70,22 @@ class ContractOrder(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for inner in list(op.walk()):
             if isinstance(inner, te.ContractOp) and inner.projection.data == "sum" and len(inner.inputs) >= 2:
+                # A per-shape plan that saw every projected extent positive marks the op: no guard needed.
+                empty = [] if NONEMPTY_ATTR in inner.attributes else projected_extents(inner)
+                value: SSAValue = inner.result
+                before = list(inner.inputs)
                 presum(inner)
                 if len(inner.inputs) >= 3:
-                    self.split(inner)
+                    value = self.split(inner)
+                if empty and (value is not inner.result or list(inner.inputs) != before):
+                    guard_empty(value, empty)
 
-    def split(self, op: te.ContractOp) -> None:
+    def split(self, op: te.ContractOp) -> SSAValue:
+        """Replace ``op`` by its pairwise steps; the value that now stands for its result (its own when it stays)."""
         names = te.names_of_each(op.operand_indices)
         out = te.names_of(op.indices)
         if any(len(set(ns)) != len(ns) for ns in names):
-            return  # repeated names (diagonals) stay whole
+            return op.result  # repeated names (diagonals) stay whole
         extents: dict[str, int] = {}
         for v, ns in zip(op.inputs, names):
             for n, s in zip(ns, v.type.get_shape()):  # type: ignore[attr-defined]
@@ -98,6 +121,51 @@ class ContractOrder(ModulePass):
         op.result.replace_all_uses_with(final)
         op.detach()
         op.erase()
+        return final
+
+
+def projected_extents(op: te.ContractOp) -> list[tuple[SSAValue, int]]:
+    """An (operand, axis) for each index ``op`` projects whose extent is not known to be positive.
+
+    A sum over an empty index is 0 whatever the factors. Summed in one product, term by term, it is; once
+    factored (a factor summed first, or pairs contracted in turn), an empty partial sum is 0 that the other
+    factors then multiply, and NaN or an infinity among them makes the result NaN (0 * inf). These are the
+    extents :func:`guard_empty` tests.
+    """
+    out = set(te.names_of(op.indices))
+    found: dict[str, tuple[SSAValue, int]] = {}
+    static: set[str] = set()
+    for v, ns in zip(op.inputs, te.names_of_each(op.operand_indices)):
+        for axis, (n, size) in enumerate(zip(ns, v.type.get_shape())):  # type: ignore[attr-defined]
+            if n in out:
+                continue
+            if size > 0:
+                static.add(n)
+            found.setdefault(n, (v, axis))
+    return [where for n, where in found.items() if n not in static]
+
+
+def guard_empty(value: SSAValue, extents: list[tuple[SSAValue, int]]) -> None:
+    """Make every use of ``value`` (a factored product's result) read 0 when any of ``extents`` is 0.
+
+    ``te.generate "nonempty"`` of the extents selects between the value and 0 (``te.map "select"``): the
+    per-term sum the program means, at the cost of one select per element, which fusion folds into the last
+    step's loop (after a GEMM it is a pass over the result, hence the plan's ``nonempty`` mark).
+    """
+    owner = value.owner
+    assert isinstance(owner, Operation)
+    block = owner.parent_block()
+    assert block is not None
+    names = te.names_of(owner.indices)  # type: ignore[attr-defined]
+    uses = list(value.uses)  # the product's readers, before the select becomes one
+    dims = [te.DimOp(v, axis) for v, axis in extents]
+    cond = te.GenerateOp("nonempty", [d.result for d in dims], [], te.tensor_type(np.dtype("int8"), []))
+    zero = te.ConstantOp(np.zeros((), dtype=te.dtype_of(value)), [])
+    assert isinstance(value.type, TensorType)
+    pick = te.MapOp("select", [cond.result, value, zero.result], [[], names, []], names, value.type)
+    block.insert_ops_after([*dims, cond, zero, pick], owner)
+    for use in uses:
+        use.operation.operands[use.index] = pick.result
 
 
 def presum(op: te.ContractOp) -> None:

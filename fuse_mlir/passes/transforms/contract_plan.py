@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, StringAttr, UnitAttr, i64
 from xdsl.ir import Operation
 
 from fuse_mlir.dialects import tensor_eq as te
@@ -55,6 +55,12 @@ PATH_ATTR = "path"
 ORDERS_ATTR = "orders"
 """The ``te.contract`` attribute holding a plan's axis order of each step's result (:func:`step_orders` with the
 call's extents), beside its ``path``: which way round a skinny intermediate is written decides how fast BLAS runs."""
+
+NONEMPTY_ATTR = "nonempty"
+"""The ``te.contract`` unit attribute a per-shape plan sets when every index the product projects has a positive
+extent at the shapes its variant runs: ``contract-order`` then factors it without the guard that makes a sum over
+an empty index read 0 (:func:`~fuse_mlir.passes.transforms.contract_order.guard_empty`), which costs a pass over
+the result where the last step is a GEMM."""
 
 Path = tuple[tuple[int, int], ...]
 
@@ -502,7 +508,7 @@ class ShapePlans:
         module = self.lowered.module
         shapes = infer_shapes(module, by_name, self.lowered.sources)
         ops = list(module.body.block.ops)
-        paths: list[tuple[Path, tuple[tuple[str, ...], ...]] | None] = []
+        paths: list[tuple[Path, tuple[tuple[str, ...], ...], bool] | None] = []
         sites: list[dict[str, Any]] = []
         for k in self.sites:
             op = ops[k]
@@ -519,7 +525,8 @@ class ShapePlans:
             out = te.names_of(op.indices)
             itemsize = te.dtype_of(op.result).itemsize
             path, cost = optimal_path(names, out, ext, itemsize)
-            paths.append((path, tuple(step_orders(names, out, path, ext))))
+            positive = all(ext[n] > 0 for ns in names for n in ns if n not in out)
+            paths.append((path, tuple(step_orders(names, out, path, ext)), positive))
             sites.append(
                 {
                     "factors": [list(ns) for ns in names],
@@ -539,6 +546,8 @@ class ShapePlans:
                 if chosen is not None:
                     copy_ops[k].attributes[PATH_ATTR] = path_attr(chosen[0])
                     copy_ops[k].attributes[ORDERS_ATTR] = orders_attr(chosen[1])
+                    if chosen[2]:
+                        copy_ops[k].attributes[NONEMPTY_ATTR] = UnitAttr()
             set_result_orders(copy, choice)
             variant = self.by_path[pkey] = self.lowered.with_module(copy)
             if self.on_variant is not None:

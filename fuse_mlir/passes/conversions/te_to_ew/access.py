@@ -119,7 +119,8 @@ class LowerAccess(TeOpPattern):
 
 
 class LowerGenerate(TeOpPattern):
-    """An index-only constructor (``causal_mask``, ``even``, ``odd``): a generic with no inputs."""
+    """An index-only constructor (``causal_mask``, ``even``, ``odd``, ``iota``): a generic with no inputs;
+    ``nonempty`` compares its extents outside it."""
 
     op_type = te.GenerateOp
 
@@ -127,6 +128,14 @@ class LowerGenerate(TeOpPattern):
         names = te.names_of(op.indices)
         ext = dict(zip(names, op.extents))
         dtype = te.dtype_of(op.result)
+        if op.fn.data == "nonempty":
+            lo = self.lo
+            cond = None
+            for e in op.extents:
+                positive = lo.emit(arith.CmpiOp(e, lo.index(0), "sgt")).results[0]
+                cond = positive if cond is None else lo.emit(arith.AndIOp(cond, positive)).results[0]
+            assert cond is not None
+            return lo.generic([], [], [], [], "none", {}, dtype, lambda b, a, t, idx: b.bool_to_i8(cond))
         if op.fn.data == "causal_mask":
             p, q = names
 
