@@ -209,33 +209,94 @@ def _export_dtypes(lowered: Any) -> dict[str, np.dtype]:
 
 
 def _state_shape(step: ProgramLowering, arrays: Mapping[str, np.ndarray], name: str) -> tuple[int, ...] | None:
-    """The per-step shape of state input ``name`` implied by the extent checks against the given inputs."""
+    """The per-step shape of state input ``name`` implied by the extent checks against the given inputs.
+
+    The checks tie extents together (``k`` of a state to the left-hand side's ``k``, that to an input's):
+    each class of tied extents that holds a given input's extent gives it to every state axis in it.
+    """
     lowered = step.lower({k: v.dtype for k, v in arrays.items()})
-    env: dict[Any, Any] = {}
     rank = next((s.rank for s in lowered.inputs if s.name == name), None)
     if rank is None:
         return None
-    found: dict[int, int] = {}
+    parent: dict[Any, Any] = {}
+
+    def find(x: Any) -> Any:
+        while parent.get(x, x) != x:
+            x = parent[x] = parent.get(parent[x], parent[x])
+        return x
+
+    env: dict[Any, Any] = {}
     for op in lowered.module.body.block.ops:
         if isinstance(op, te.InputOp):
             n = op.tensor_name.data
-            env[op.result] = ("state",) if n == name else (arrays[n].shape if n in arrays else None)
+            env[op.result] = ("state", n) if n not in arrays else arrays[n].shape
         elif isinstance(op, te.SourceOp):
             env[op.result] = lowered.sources[op.tensor_name.data].shape
         elif isinstance(op, te.DimOp):
             s = env.get(op.source)
             k = op.axis.value.data
-            env[op.result] = ("axis", k) if s == ("state",) else (s[k] if isinstance(s, tuple) else None)
+            if isinstance(s, tuple) and s and s[0] == "state":
+                env[op.result] = ("axis", s[1], k)
+            elif isinstance(s, tuple):
+                env[op.result] = ("int", s[k])
         elif isinstance(op, arith.ConstantOp):
-            env[op.result] = int(op.value.value.data)  # type: ignore[union-attr]
+            env[op.result] = ("int", int(op.value.value.data))  # type: ignore[union-attr]
         elif isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq":
             a, b = env.get(op.lhs), env.get(op.rhs)
-            for x, y in ((a, b), (b, a)):
-                if isinstance(x, tuple) and x[0] == "axis" and isinstance(y, int):
-                    found.setdefault(x[1], y)
-    if len(found) != rank:
-        return None
-    return tuple(found[k] for k in range(rank))
+            if a is not None and b is not None:
+                ra, rb = find(a), find(b)
+                if ra != rb:
+                    parent[ra if ra[0] == "axis" else rb] = rb if ra[0] == "axis" else ra  # an int stays the root
+    shape = []
+    for k in range(rank):
+        root = find(("axis", name, k))
+        if root[0] != "int":
+            return None
+        shape.append(root[1])
+    return tuple(shape)
+
+
+def _value_shape(
+    step: ProgramLowering, arrays: Mapping[str, np.ndarray], name: str, window: Mapping[str, int]
+) -> tuple[int, ...] | None:
+    """The shape of this step's value of ``name`` (its group's result), which its history has at every lag.
+
+    Shapes are inferred from the given inputs and the states the extent checks tie to them
+    (:func:`_state_shape`), then each tensor computed this step gives its shape to its own states, until nothing
+    changes: ``T4[k, *t] = T3[k, *t-1]`` reads T3's history in an equation that ties it to no input, while T3's
+    own ``T3[k, *t] = X[k, *t]`` gives it the shape of X. A group's shape comes from the contributions whose
+    shapes are known (every contribution has the group's indices), so a term reading the unknown history itself
+    does not hide it.
+    """
+    from fuse_mlir.interp.contraction import broadcast_shape
+    from fuse_mlir.interp.shapes import infer_shapes
+
+    lowered = step.lower({k: v.dtype for k, v in arrays.items()})
+    base = {state_name(n, d): n for n, w in window.items() for d in range(1, w + 1)}
+    shapes: dict[str, tuple[int, ...]] = {k: v.shape for k, v in arrays.items()}
+    for s in lowered.inputs:
+        if s.name not in shapes and s.name in base:
+            found = _state_shape(step, arrays, s.name)
+            if found is not None:
+                shapes[s.name] = found
+    groups: dict[str, Any] = {}
+    for _ in range(len(lowered.inputs) + 1):
+        env = infer_shapes(lowered.module, shapes, lowered.sources)
+        groups = {}
+        for op in lowered.module.body.block.ops:
+            if isinstance(op, te.GroupOp):  # a contribution that reads the unknown history is unknown: the others
+                known: list[tuple[int, ...]] = [t for v in op.inputs if isinstance(t := env.get(v), tuple)]
+                groups[op.tensor_name.data] = broadcast_shape(*known) if known else None
+        new = {
+            s.name: tuple(groups[base[s.name]])
+            for s in lowered.inputs
+            if s.name not in shapes and s.name in base and isinstance(groups.get(base[s.name]), tuple)
+        }
+        if not new:
+            break
+        shapes.update(new)
+    value = groups.get(name)
+    return tuple(value) if isinstance(value, tuple) else None
 
 
 @dataclass
@@ -364,6 +425,8 @@ class StreamingRunner(Runner):
         assert dtypes is not None
         arrays = {k: np.asarray(v) for k, v in given.items()}
         shape = _state_shape(self.step_runner.program, arrays, state_name(name, lag))
+        if shape is None:
+            shape = _value_shape(self.step_runner.program, arrays, name, self.plan.window)
         if shape is None:
             raise FuseRuntimeError(
                 f"{name} is read from step t-{lag} before any step computed it: give its initial value with "
