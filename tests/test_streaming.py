@@ -131,6 +131,17 @@ def test_zero_history_tied_to_an_input_through_the_left_hand_side(backend):
         hist.append(t)
 
 
+def test_an_input_of_the_wrong_rank_is_named_before_the_missing_history():
+    """Zero history takes its shape from the inputs; an input of the wrong rank gives none, and the error names
+    that input (located), not a missing initial value (it was an IndexError before the rank was checked)."""
+    run = Program("T[k, i, *t+1] = X[k, i, *t+1] + tanh(T[k, i, *t-1])\nexport T").compile(
+        "reference", mode="streaming"
+    )
+    with pytest.raises(FuseRuntimeError, match="input X must have rank 2 but has shape") as info:
+        run(X=np.ones(3))
+    assert info.value.loc is not None and (info.value.loc.line, info.value.loc.col) == (1, 17)
+
+
 ZERO_HISTORY = [
     # (program, inputs, dtype of every step, the step in NumPy from the values 1 and 2 steps back): the zero
     # history has the tensor's own dtype, as a recursive tensor in fixpoint mode has, so an integer counter

@@ -39,6 +39,7 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.lower import tensor_refs
 from fuse_mlir.frontend.resolve import Resolved
+from fuse_mlir.lowered import coerce_input
 from fuse_mlir.modes.runner import ProgramLowering, ResolvedProgram, Runner
 
 
@@ -237,7 +238,7 @@ def _state_shape(step: ProgramLowering, arrays: Mapping[str, np.ndarray], name: 
             k = op.axis.value.data
             if isinstance(s, tuple) and s and s[0] == "state":
                 env[op.result] = ("axis", s[1], k)
-            elif isinstance(s, tuple):
+            elif isinstance(s, tuple) and k < len(s):  # (a given input of the wrong rank: the step's checks say so)
                 env[op.result] = ("int", s[k])
         elif isinstance(op, arith.ConstantOp):
             env[op.result] = ("int", int(op.value.value.data))  # type: ignore[union-attr]
@@ -428,6 +429,11 @@ class StreamingRunner(Runner):
         if shape is None:
             shape = _value_shape(self.step_runner.program, arrays, name, self.plan.window)
         if shape is None:
+            # A given input of the wrong rank (or not an array) hides the shapes: say that, as the step would.
+            specs = {spec.name: spec for spec in self.step_runner.program.lower(None).inputs}
+            for k, v in given.items():
+                if k in specs:
+                    coerce_input(k, v, specs[k])
             raise FuseRuntimeError(
                 f"{name} is read from step t-{lag} before any step computed it: give its initial value with "
                 f"runner.reset({name}=...) or {name}=... in the first call"
