@@ -794,7 +794,7 @@ def _generate(s: _State, op: te.GenerateOp) -> Array:
 
     ext = [s.get(e) for e in op.extents]
     if op.fn.data == "nonempty":
-        return s.ops.asarray(np.array(all(int(e) > 0 for e in ext), dtype=te.dtype_of(op.result)))
+        return s.ops.asarray(nb.nonempty(ext, te.dtype_of(op.result)))
     if op.fn.data == "causal_mask":
         return s.ops.asarray(nb.causal_mask(ext[0], dtype=te.dtype_of(op.result)))
     if op.fn.data == "iota":

@@ -351,6 +351,11 @@ def causal_mask(n: int, dtype: DTypeLike = np.float64) -> np.ndarray:
     return np.tri(n, n, 0, dtype=dtype)
 
 
+def nonempty(extents: Sequence[int], dtype: DTypeLike = np.int8) -> np.ndarray:
+    """``te.generate "nonempty"``: the 0-d 1 when every extent is positive, else 0."""
+    return np.array(all(int(e) > 0 for e in extents), dtype=dtype)
+
+
 def index_parity(n: int, parity: str) -> np.ndarray:
     """An int8 0/1 vector of length n: 1 at even indices for parity 'even', at odd indices for 'odd'."""
     if parity not in ("even", "odd"):

@@ -353,7 +353,7 @@ class Interpreter:
     def generate(self, op: te.GenerateOp) -> np.ndarray:
         ext = [self.get(e) for e in op.extents]
         if op.fn.data == "nonempty":
-            return np.array(all(int(e) > 0 for e in ext), dtype=te.dtype_of(op.result))
+            return nb.nonempty(ext, te.dtype_of(op.result))
         if op.fn.data == "causal_mask":
             return nb.causal_mask(ext[0], dtype=te.dtype_of(op.result))
         if op.fn.data == "iota":

@@ -430,7 +430,7 @@ class StreamingRunner(Runner):
             shape = _value_shape(self.step_runner.program, arrays, name, self.plan.window)
         if shape is None:
             # A given input of the wrong rank (or not an array) hides the shapes: say that, as the step would.
-            specs = {spec.name: spec for spec in self.step_runner.program.lower(None).inputs}
+            specs = self.step_runner._input_specs()
             for k, v in given.items():
                 if k in specs:
                     coerce_input(k, v, specs[k])
