@@ -14,6 +14,7 @@ import pytest
 from fuse_mlir.diagnostics import FuseError, Loc, register_source
 from fuse_mlir.io.sinks import resolve_sink_path, write_sink
 from fuse_mlir.io.sources import load_source, resolve_source_path, source_signature
+from fuse_mlir.program import Program
 
 FLOATS = np.array([[0.5, -2.0, 0.0], [1e-300, 3.25, np.pi]])
 INTS = np.arange(12, dtype=np.int32).reshape(3, 4) - 5
@@ -27,6 +28,17 @@ def test_resolve_source_path_relative_and_absolute(tmp_path: Path) -> None:
     assert resolve_source_path("w/a.npy", tmp_path) == tmp_path.resolve() / "w" / "a.npy"
     absolute = tmp_path / "elsewhere" / "b.npy"
     assert resolve_source_path(str(absolute), tmp_path / "prog") == absolute.resolve()
+
+
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+def test_a_source_no_equation_reads(tmp_path: Path, backend: str) -> None:
+    # A scalar source (and a matrix one) that nothing reads is loaded and lowered like any other (a KeyError
+    # in the lowering for the scalar before, found by running text mutants of examples/svm.fuse).
+    (tmp_path / "b.json").write_text("0.3")
+    np.save(tmp_path / "m.npy", FLOATS)
+    src = 'b = "b.json"\nM[i, j] = "m.npy"\nY[i] = X[i] 2\nexport Y\n'
+    got = Program(src, base_dir=tmp_path).compile(backend)(X=np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(got["Y"], [2.0, 4.0])
 
 
 # --- round trips ---------------------------------------------------------------

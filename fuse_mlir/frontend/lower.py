@@ -331,8 +331,9 @@ class Lowerer:
     def _canon_names(self, name: str, rank: int) -> list[str]:
         """Canonical axis names of a tensor: its first equation's plain left-hand names where possible."""
         eqs = self.groups.get(name)
-        if not eqs and len(self.input_names.get(name, ())) == rank:
-            return self.input_names[name]
+        read_as = self.input_names.get(name)
+        if not eqs and read_as is not None and len(read_as) == rank:
+            return read_as
         if eqs:
             items = eqs[0][1].lhs.indices or ()
             names = [i.name if isinstance(i, A.IndexName) else f"d{k}" for k, i in enumerate(items)]
