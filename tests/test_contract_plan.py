@@ -182,6 +182,26 @@ def test_new_shape_plans_and_same_shape_reuses():
     assert plans().plans == 3
 
 
+@pytest.mark.parametrize("backend", ["reference", "llvm"])
+@pytest.mark.parametrize("mode", ["single", "demand", "monte_carlo"])
+def test_a_call_whose_shapes_disagree_gets_the_runs_located_error(backend: str, mode: str):
+    # The per-shape plan infers every shape before the run: C's extent 3 against the declared 4 made an
+    # intermediate's shapes disagree, and the inference's ValueError escaped as a crash (found by running text
+    # mutants). Planning now evaluates the program's extent checks as the run does, so the call fails as the
+    # run would, located; so do the other modes that size something from the shapes before the run.
+    src = "axis j = 4\nT[j, i] = A[i, k] B[k, m] D[m]\nT[j, i] += C[j]\nexport T\n"
+    ins = {"A": np.ones((3, 3)), "B": np.ones((3, 3)), "D": np.ones(3), "C": np.ones(3)}
+    options = {"projection": "monte_carlo", "samples": 2} if mode == "monte_carlo" else {}
+    runner = Program(src).compile(backend, **options)
+    with pytest.raises(FuseError, match=r"j is 3 in C\[j\] but 4 in T\[j, i\]") as err:
+        runner.query("T", {"i": 1}, **ins) if mode == "demand" else runner(**ins)
+    assert "<string>:3:" in str(err.value)
+    ins["C"] = np.ones(4)
+    want = np.full((4, 3), 9.0) + 1.0
+    got = runner.query("T", {}, **ins) if mode == "demand" else runner(**ins)["T"]
+    np.testing.assert_allclose(got, want)
+
+
 @pytest.mark.parametrize(
     "src",
     [

@@ -6,8 +6,10 @@ reference interpreter applies (index extents by name, slices, gathers,
 broadcast extents from ``index`` SSA values). Modes that must size something
 before a run (Monte Carlo sample tables, demand selections, static FLOP and
 byte estimates for the run trace) ask this module instead of running the
-program. It assumes the module's ``te.check_dim`` assertions hold (the run
-checks them).
+program. Shapes that disagree (an extent check the run would fail) make
+what depends on them unknown; a caller that sizes something from the shapes
+of an actual call asks for ``checks=True`` and gets the run's own located
+error for a failed ``te.check_dim`` instead.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
+from fuse_mlir.diagnostics import FuseRuntimeError
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp.contraction import broadcast_shape
 
 Shape = tuple[int, ...]
@@ -68,21 +72,37 @@ def op_index_extents(op: Operation, shapes: Mapping[SSAValue, object]) -> dict[s
 
 
 def infer_shapes(
-    module: ModuleOp, inputs: Mapping[str, Shape], sources: Mapping[str, np.ndarray] | None = None
+    module: ModuleOp,
+    inputs: Mapping[str, Shape],
+    sources: Mapping[str, np.ndarray] | None = None,
+    *,
+    checks: bool = False,
 ) -> dict[SSAValue, object]:
     """Every SSA value's shape (tensors) or value (``index`` extents), from the input shapes by name.
 
-    Ops this module does not know (and what depends on them) get None.
+    Ops this module does not know (and what depends on them) get None, as do the results of ops whose operand
+    shapes do not broadcast (the run's extent checks report those). ``checks``: evaluate each ``te.check_dim``
+    whose two extents are known, and raise its located FuseRuntimeError when it fails, as the run would.
     """
     env: dict[SSAValue, object] = {}
     for op in module.body.block.ops:
+        if checks and isinstance(op, te.CheckDimOp):
+            _check(op, env)
+            continue
         try:
             found = _infer(op, env, inputs, sources or {})
-        except (KeyError, TypeError, IndexError):  # an operand of unknown shape: so is the result
+        except (KeyError, TypeError, IndexError, ValueError):  # an operand of unknown or disagreeing shape
             found = [None] * len(op.results)
         for r, v in zip(op.results, found):
             env[r] = v
     return env
+
+
+def _check(op: te.CheckDimOp, env: Mapping[SSAValue, object]) -> None:
+    """Raise the run's error for a failed extent check whose two extents are known."""
+    a, b = env.get(op.lhs), env.get(op.rhs)
+    if isinstance(a, int) and isinstance(b, int) and not te.CHECK_PREDICATES[op.predicate_name()](a, b):
+        raise FuseRuntimeError(op.message.data.format(a, b), source_loc(op))
 
 
 def _infer(

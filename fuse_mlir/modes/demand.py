@@ -193,7 +193,7 @@ class DemandCache:
         self.misses += 1
         run_arrays = {n: arrays[n] for n in qp.needs}
         if axes:
-            shapes = infer_shapes(qp.full, {n: a.shape for n, a in run_arrays.items()}, lowered.sources)
+            shapes = infer_shapes(qp.full, {n: a.shape for n, a in run_arrays.items()}, lowered.sources, checks=True)
             full_root = defining_value(qp.full, name)
             assert full_root is not None
             extents = shapes[full_root]

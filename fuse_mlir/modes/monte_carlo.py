@@ -73,7 +73,7 @@ class MonteCarlo:
         ops = candidates(lowered.module)
         if not ops:
             return lowered, arrays
-        shapes = infer_shapes(lowered.module, {k: v.shape for k, v in arrays.items()}, lowered.sources)
+        shapes = infer_shapes(lowered.module, {k: v.shape for k, v in arrays.items()}, lowered.sources, checks=True)
         plan: list[tuple[int, list[tuple[str, int]], int]] = []
         for k, op in enumerate(ops):
             try:

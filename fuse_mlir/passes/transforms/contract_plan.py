@@ -506,7 +506,7 @@ class ShapePlans:
                     self.on_variant(variant)
             return variant, Plan(key, [])
         module = self.lowered.module
-        shapes = infer_shapes(module, by_name, self.lowered.sources)
+        shapes = infer_shapes(module, by_name, self.lowered.sources, checks=True)
         ops = list(module.body.block.ops)
         paths: list[tuple[Path, tuple[tuple[str, ...], ...], bool] | None] = []
         sites: list[dict[str, Any]] = []
