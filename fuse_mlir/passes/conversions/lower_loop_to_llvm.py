@@ -153,26 +153,40 @@ def contracted_ops(reductions: set[Operation]) -> set[Operation]:
 
 
 def _chain(v: SSAValue, acc: SSAValue, block: Block, kind: tuple[str, ...], found: set[Operation]) -> bool:
-    """Whether ``v`` is computed from ``acc`` through ``kind`` ops (and selects) of ``block``; marks those ops."""
-    if v is acc:
-        return True
-    owner = v.owner
-    if not isinstance(owner, Operation) or owner.parent_block() is not block:
-        return False
-    if owner.name in kind:
-        operands = owner.operands[:1] if owner.name == "arith.subf" else owner.operands
-        hit = False
-        for o in operands:
-            hit = _chain(o, acc, block, kind, found) or hit
-        if hit:
+    """Whether ``v`` is computed from ``acc`` through ``kind`` ops (and selects) of ``block``; marks those ops.
+
+    Iterative, each value visited once: a chain is as long as the sum it accumulates (``X + X + ...``, up to
+    the parser's MAX_OPERATORS terms), and its terms may share operands, so a recursive walk ran out of
+    Python frames and could revisit shared values exponentially often."""
+    hits: dict[SSAValue, bool] = {}
+    stack: list[tuple[SSAValue, bool]] = [(v, False)]
+    while stack:
+        w, expanded = stack.pop()
+        if w in hits:
+            continue
+        if w is acc:
+            hits[w] = True
+            continue
+        owner = w.owner
+        if not isinstance(owner, Operation) or owner.parent_block() is not block:
+            hits[w] = False
+            continue
+        if owner.name in kind:
+            operands = owner.operands[:1] if owner.name == "arith.subf" else owner.operands
+        elif owner.name == "arith.select":
+            operands = owner.operands[1:]
+        else:
+            hits[w] = False
+            continue
+        if not expanded:
+            stack.append((w, True))
+            stack.extend((o, False) for o in operands if o not in hits)
+            continue
+        hit = any(hits[o] for o in operands)
+        if hit and owner.name in kind:
             found.add(owner)
-        return hit
-    if owner.name == "arith.select":
-        hit = False
-        for o in owner.operands[1:]:
-            hit = _chain(o, acc, block, kind, found) or hit
-        return hit
-    return False
+        hits[w] = hit
+    return hits[v]
 
 
 # --------------------------------------------------------------------------- lowering
