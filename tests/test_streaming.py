@@ -72,6 +72,24 @@ def test_window_of_two_and_lagged_input(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_an_input_read_only_from_earlier_steps_is_an_input_of_every_step(backend):
+    # X is read only as X[*t-1]: the step program reads its history, yet each call gives X to be kept. It is
+    # listed as an input; a call without it, or with the wrong rank, is a located error (a KeyError and an
+    # unlocated "missing input" before, found by running text mutants).
+    run = Program("Y[i, *t] = X[i, *t-1] + Z[i, *t]\nexport Y").compile(backend, mode="streaming")
+    assert sorted(run.input_names()) == ["X", "Z"]
+    spec = run.input_specs()["X"]
+    assert (spec.rank, spec.dtype, spec.loc.line, spec.loc.col) == (1, np.float64, 1, 12)
+    np.testing.assert_array_equal(run(X=np.ones(3), Z=np.ones(3))["Y"], [1.0, 1.0, 1.0])  # zero history
+    np.testing.assert_array_equal(run(X=np.full(3, 5.0), Z=np.ones(3))["Y"], [2.0, 2.0, 2.0])
+    for given, match in [({"Z": np.ones(3)}, "missing input X"), ({"X": np.ones((3, 3)), "Z": np.ones(3)}, "rank 1")]:
+        with pytest.raises(FuseRuntimeError, match=match) as err:
+            run(**given)
+        assert "<string>:1:12" in str(err.value)
+    np.testing.assert_array_equal(run(X=np.ones(3), Z=np.ones(3))["Y"], [6.0, 6.0, 6.0])  # the errors kept nothing
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_history_defaults_to_zero_when_its_shape_follows_from_the_inputs(backend):
     run = Program(RNN).compile(backend, mode="streaming")
     d = rnn_data()
@@ -212,8 +230,9 @@ def test_a_float32_rnn_stays_float32(backend):
 def test_missing_initial_state_is_a_clear_error():
     # H's extent comes from nothing but H itself: the first step cannot size a zero history.
     run = Program("H[i,*t+1] = relu(H[i,*t]) + 1.0\nexport H").compile("reference", mode="streaming")
-    with pytest.raises(FuseRuntimeError, match=r"reset\(H=...\)"):
+    with pytest.raises(FuseRuntimeError, match=r"reset\(H=...\)") as err:
         run()
+    assert "<string>:1:18: error: H is read from step t-1" in str(err.value)  # where the step reads it
     run.reset(H=np.array([-1.0, 2.0]))
     np.testing.assert_array_equal(run()["H"], [1.0, 3.0])
     np.testing.assert_array_equal(run()["H"], [2.0, 4.0])

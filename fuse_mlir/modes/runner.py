@@ -18,7 +18,7 @@ import numpy as np
 
 from fuse_mlir.diagnostics import FuseRuntimeError
 from fuse_mlir.frontend.resolve import Resolved
-from fuse_mlir.lowered import Lowered, LowerOptions, ProgramLowering, ShapeDispatch, coerce_input
+from fuse_mlir.lowered import InputSpec, Lowered, LowerOptions, ProgramLowering, ShapeDispatch, coerce_input
 from fuse_mlir.modes.fixpoint import RunInfo, collect_run
 from fuse_mlir.stages import FRONTEND_STAGES, StageTimes, record
 
@@ -80,7 +80,7 @@ class Runner:
                 self._last = (native[1], inputs, native[2])  # the entry times itself; read when explain() asks
                 return result
         out = None
-        if "out" in inputs and "out" not in self._input_specs():
+        if "out" in inputs and "out" not in self.input_specs():
             out = inputs.pop("out")
         entry = self._fast.get(tuple(inputs))
         if entry is not None and self._fast_version != self.program.sources_version:
@@ -158,7 +158,8 @@ class Runner:
         return bool(getattr(self.executor, "warm_start", False))
 
     def input_names(self) -> list[str]:
-        return list(self._input_specs())
+        """The names of the inputs a call takes, in the program's order."""
+        return list(self.input_specs())
 
     def run(
         self,
@@ -384,14 +385,16 @@ class Runner:
             planned.native_calls.add(given, lowered, native.call, native)
             self._native = (planned.native_calls.dispatch, planned.native_calls, planned.native_calls)
 
-    def _input_specs(self) -> dict[str, Any]:
+    def input_specs(self) -> dict[str, InputSpec]:
+        """Each input a call takes, by name: its rank, dtype and where the program first reads it (so tools
+        such as the fuzzer, or a caller building arrays, need not parse the program)."""
         specs = self._specs
         if specs is None:
             specs = self._specs = {s.name: s for s in self.program.lower(None, self.options, warm=self._warm()).inputs}
         return specs
 
     def _validate(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
-        specs = self._input_specs()
+        specs = self.input_specs()
         unknown = sorted(set(inputs) - set(specs))
         if unknown:
             raise FuseRuntimeError(

@@ -39,7 +39,7 @@ from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.lower import tensor_refs
 from fuse_mlir.frontend.resolve import Resolved
-from fuse_mlir.lowered import coerce_input
+from fuse_mlir.lowered import InputSpec, coerce_input
 from fuse_mlir.modes.runner import ProgramLowering, ResolvedProgram, Runner
 
 
@@ -209,16 +209,13 @@ def _export_dtypes(lowered: Any) -> dict[str, np.dtype]:
     return {n.data: te.dtype_of(v) for n, v in zip(op.names.data, op.values)}
 
 
-def _state_shape(step: ProgramLowering, arrays: Mapping[str, np.ndarray], name: str) -> tuple[int, ...] | None:
-    """The per-step shape of state input ``name`` implied by the extent checks against the given inputs.
+def _state_shapes(lowered: Any, arrays: Mapping[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
+    """The per-step shape of every state input (not given in ``arrays``) that the extent checks tie to the
+    given inputs, in one walk of the lowered step program.
 
     The checks tie extents together (``k`` of a state to the left-hand side's ``k``, that to an input's):
     each class of tied extents that holds a given input's extent gives it to every state axis in it.
     """
-    lowered = step.lower({k: v.dtype for k, v in arrays.items()})
-    rank = next((s.rank for s in lowered.inputs if s.name == name), None)
-    if rank is None:
-        return None
     parent: dict[Any, Any] = {}
 
     def find(x: Any) -> Any:
@@ -248,26 +245,27 @@ def _state_shape(step: ProgramLowering, arrays: Mapping[str, np.ndarray], name: 
                 ra, rb = find(a), find(b)
                 if ra != rb:
                     parent[ra if ra[0] == "axis" else rb] = rb if ra[0] == "axis" else ra  # an int stays the root
-    shape = []
-    for k in range(rank):
-        root = find(("axis", name, k))
-        if root[0] != "int":
-            return None
-        shape.append(root[1])
-    return tuple(shape)
+    found: dict[str, tuple[int, ...]] = {}
+    for spec in lowered.inputs:
+        if spec.name in arrays:
+            continue
+        roots = [find(("axis", spec.name, k)) for k in range(spec.rank)]
+        if all(r[0] == "int" for r in roots):
+            found[spec.name] = tuple(r[1] for r in roots)
+    return found
 
 
-def _value_shape(
-    step: ProgramLowering, arrays: Mapping[str, np.ndarray], name: str, window: Mapping[str, int]
-) -> tuple[int, ...] | None:
-    """The shape of this step's value of ``name`` (its group's result), which its history has at every lag.
+def _zero_history_shapes(
+    step: ProgramLowering, arrays: Mapping[str, np.ndarray], window: Mapping[str, int]
+) -> dict[str, tuple[int, ...]]:
+    """The shape of every state input a call does not give, where the given ``arrays`` decide it.
 
-    Shapes are inferred from the given inputs and the states the extent checks tie to them
-    (:func:`_state_shape`), then each tensor computed this step gives its shape to its own states, until nothing
-    changes: ``T4[k, *t] = T3[k, *t-1]`` reads T3's history in an equation that ties it to no input, while T3's
-    own ``T3[k, *t] = X[k, *t]`` gives it the shape of X. A group's shape comes from the contributions whose
-    shapes are known (every contribution has the group's indices), so a term reading the unknown history itself
-    does not hide it.
+    First the states the extent checks tie to the given inputs (:func:`_state_shapes`); then each tensor
+    computed this step gives its value's shape to its own states, until nothing changes: ``T4[k, *t] =
+    T3[k, *t-1]`` reads T3's history in an equation that ties it to no input, while T3's own ``T3[k, *t] =
+    X[k, *t]`` gives it the shape of X. A group's shape comes from the contributions whose shapes are known
+    (every contribution has the group's indices), so a term reading the unknown history itself does not hide
+    it; contributions whose shapes disagree decide nothing (the step's own checks report them).
     """
     from fuse_mlir.interp.contraction import broadcast_shape
     from fuse_mlir.interp.shapes import infer_shapes
@@ -275,29 +273,26 @@ def _value_shape(
     lowered = step.lower({k: v.dtype for k, v in arrays.items()})
     base = {state_name(n, d): n for n, w in window.items() for d in range(1, w + 1)}
     shapes: dict[str, tuple[int, ...]] = {k: v.shape for k, v in arrays.items()}
-    for s in lowered.inputs:
-        if s.name not in shapes and s.name in base:
-            found = _state_shape(step, arrays, s.name)
-            if found is not None:
-                shapes[s.name] = found
-    groups: dict[str, Any] = {}
+    shapes.update(_state_shapes(lowered, arrays))
     for _ in range(len(lowered.inputs) + 1):
+        unknown = [s.name for s in lowered.inputs if s.name not in shapes and s.name in base]
+        if not unknown:
+            break
         env = infer_shapes(lowered.module, shapes, lowered.sources)
-        groups = {}
+        groups: dict[str, tuple[int, ...]] = {}
         for op in lowered.module.body.block.ops:
             if isinstance(op, te.GroupOp):  # a contribution that reads the unknown history is unknown: the others
                 known: list[tuple[int, ...]] = [t for v in op.inputs if isinstance(t := env.get(v), tuple)]
-                groups[op.tensor_name.data] = broadcast_shape(*known) if known else None
-        new = {
-            s.name: tuple(groups[base[s.name]])
-            for s in lowered.inputs
-            if s.name not in shapes and s.name in base and isinstance(groups.get(base[s.name]), tuple)
-        }
+                try:
+                    if known:
+                        groups[op.tensor_name.data] = tuple(broadcast_shape(*known))
+                except ValueError:
+                    continue
+        new = {n: groups[base[n]] for n in unknown if base[n] in groups}
         if not new:
             break
         shapes.update(new)
-    value = groups.get(name)
-    return tuple(value) if isinstance(value, tuple) else None
+    return {n: v for n, v in shapes.items() if n in base and n not in arrays}
 
 
 @dataclass
@@ -326,10 +321,24 @@ class StreamingRunner(Runner):
         """The compile stages of the step program (it is what compiles), as :attr:`Runner.compile_stats`."""
         return self.step_runner.compile_stats if self.step_runner is not None else super().compile_stats
 
-    def input_names(self) -> list[str]:
+    def input_specs(self) -> dict[str, InputSpec]:
+        """Each input one step takes (a stream input's slice at the step, so its rank is one less than the
+        program's tensor), without the history the runner keeps itself."""
         assert self.plan is not None and self.step_runner is not None
+        if self._specs is not None:
+            return self._specs
+        step = self.step_runner.input_specs()
         state = {state_name(n, d) for n, w in self.plan.window.items() for d in range(1, w + 1)}
-        return [n for n in self.step_runner.input_names() if n not in state]
+        specs = {n: s for n, s in step.items() if n not in state}
+        # An input read only from earlier steps (Y[*t] = X[*t-1]) is still given at every step, to be kept.
+        for name, w in self.plan.window.items():
+            if name in self.plan.defined or name in specs:
+                continue
+            lag = next((step[state_name(name, d)] for d in range(1, w + 1) if state_name(name, d) in step), None)
+            if lag is not None:
+                specs[name] = dataclasses.replace(lag, name=name)
+        self._specs = specs
+        return specs
 
     def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, **inputs: Any) -> np.ndarray:
         """Demand queries evaluate a whole program once; a step depends on the runner's history, so none here."""
@@ -386,12 +395,19 @@ class StreamingRunner(Runner):
         assert self.plan is not None and self.step_runner is not None
         given = dict(inputs or {})
         initial = {k: given.pop(k) for k in list(given) if k in self.plan.defined}
+        specs = self.input_specs()
+        for name in self.plan.window:
+            # A time input this step's program reads only as history: checked here, since the step does not.
+            if name not in self.plan.defined and name in specs and name not in given:
+                raise FuseRuntimeError(f"missing input {name}", specs[name].loc)
+            if name in given and name in specs:
+                given[name] = coerce_input(name, given[name], specs[name])
         if initial:
             self._set_history(initial)
         # A time input read only from earlier steps is history, not an input of this step's program.
         step_inputs = set(self.step_runner.input_names())
         arrays = {k: v for k, v in given.items() if k in step_inputs or k not in self.plan.window}
-        zero_dtypes: dict[str, np.dtype] | None = None
+        missing: list[tuple[str, int]] = []
         for name, w in self.plan.window.items():
             past = self.history[name]
             for d in range(1, w + 1):
@@ -399,10 +415,16 @@ class StreamingRunner(Runner):
                     continue
                 if len(past) >= d:
                     arrays[state_name(name, d)] = past[-d]
-                    continue
-                if zero_dtypes is None and name in self.plan.defined:
-                    zero_dtypes = self._history_dtypes(given, step_inputs)
-                arrays[state_name(name, d)] = self._zeros(name, d, given, zero_dtypes)
+                else:
+                    missing.append((name, d))
+        if missing:  # zero history before the steps that compute it: shapes and dtypes decided once per call
+            computed = any(name in self.plan.defined for name, _ in missing)
+            dtypes = self._history_dtypes(given, step_inputs) if computed else {}
+            specs = self.step_runner.input_specs()  # (an input of the wrong rank is named before any history)
+            known = {k: coerce_input(k, v, specs[k]) for k, v in arrays.items() if k in specs}
+            shapes = _zero_history_shapes(self.step_runner.program, known, self.plan.window) if computed else {}
+            for name, d in missing:
+                arrays[state_name(name, d)] = self._zeros(name, d, given, dtypes, shapes)
         result = self.step_runner.run(arrays, write_sinks=write_sinks, out=out)
         self._last = self.step_runner._last_run()
         for name in self.plan.window:
@@ -414,29 +436,26 @@ class StreamingRunner(Runner):
         return result
 
     def _zeros(
-        self, name: str, lag: int, given: Mapping[str, Any], dtypes: Mapping[str, np.dtype] | None
+        self,
+        name: str,
+        lag: int,
+        given: Mapping[str, Any],
+        dtypes: Mapping[str, np.dtype],
+        shapes: Mapping[str, tuple[int, ...]],
     ) -> np.ndarray:
         """Zero history for ``name`` read ``lag`` steps back before that step was computed: shaped like this
-        step's value, of the dtype the tensor itself has (``dtypes``, from :meth:`_history_dtypes`)."""
+        step's value (``shapes``, from :func:`_zero_history_shapes`), of the dtype the tensor itself has
+        (``dtypes``, from :meth:`_history_dtypes`)."""
         assert self.step_runner is not None and self.plan is not None
         if name not in self.plan.defined:
-            if name not in given:
-                raise FuseRuntimeError(f"missing input {name} (this step's value)")
-            return np.zeros_like(np.asarray(given[name]))
-        assert dtypes is not None
-        arrays = {k: np.asarray(v) for k, v in given.items()}
-        shape = _state_shape(self.step_runner.program, arrays, state_name(name, lag))
+            return np.zeros_like(np.asarray(given[name]))  # given: run() checked it
+        shape = shapes.get(state_name(name, lag))
         if shape is None:
-            shape = _value_shape(self.step_runner.program, arrays, name, self.plan.window)
-        if shape is None:
-            # A given input of the wrong rank (or not an array) hides the shapes: say that, as the step would.
-            specs = self.step_runner._input_specs()
-            for k, v in given.items():
-                if k in specs:
-                    coerce_input(k, v, specs[k])
+            state = self.step_runner.input_specs().get(state_name(name, lag))
             raise FuseRuntimeError(
                 f"{name} is read from step t-{lag} before any step computed it: give its initial value with "
-                f"runner.reset({name}=...) or {name}=... in the first call"
+                f"runner.reset({name}=...) or {name}=... in the first call",
+                state.loc if state is not None else None,
             )
         return np.zeros(shape, dtype=dtypes[name])
 
