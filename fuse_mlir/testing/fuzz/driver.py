@@ -23,8 +23,9 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -167,25 +168,66 @@ recursive or streamed program is compiled again in the mode its error names, so 
 lowerings (and the run, when it names no inputs) meet mutants too, not only the error that stops single mode."""
 
 
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+"""Where text mutants resolve their source files: the examples' folder, so mutants of the examples read their
+data (in an installed package it is missing, and a mutant's source read is then a located error)."""
+
+#: The extent of every axis of a text mutant's inputs: small, and the same for all, so that indices a mutant
+#: shares between inputs agree and integer inputs (0, 1, 2) are valid positions.
+MUTANT_EXTENT = 3
+
+
+def tiny_inputs(specs: Mapping[str, Any], seed: int) -> dict[str, np.ndarray]:
+    """Inputs for a text mutant from its runner's input specs: every axis of extent :data:`MUTANT_EXTENT`,
+    floats in [-2, 2), integers in [0, MUTANT_EXTENT), booleans at random; drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for name, spec in specs.items():
+        shape = (MUTANT_EXTENT,) * spec.rank
+        dtype = np.dtype(spec.dtype)
+        if dtype.kind == "f":
+            out[name] = rng.uniform(-2.0, 2.0, shape).astype(dtype)
+        elif dtype.kind in "iu":
+            out[name] = rng.integers(0, MUTANT_EXTENT, shape).astype(dtype)
+        else:
+            out[name] = rng.integers(0, 2, shape).astype(dtype)
+    return out
+
+
 def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
-    """A text mutant: parse, resolve, lower and compile (and run on tiny inputs when it names none), in single
-    mode and, where the error names one (:data:`MODE_HINTS`) and the configuration runs it, in that mode."""
+    """A text mutant: parse, resolve, lower, compile and run, in single mode and, where the error names one
+    (:data:`MODE_HINTS`) and the configuration runs it, in that mode.
+
+    A mutant that names inputs runs on :func:`tiny_inputs`. Every configuration's outputs are compared with
+    the first configuration's (the reference, in the fuzzer's lists) where both ran in the same mode: a
+    value that differs, or a run-time error where the first has a value, is a disagreement. A FuseError
+    without a location, or any other exception, is a crash."""
+    import zlib
+
     from fuse_mlir import FuseError, Program
     from fuse_mlir.diagnostics import diagnostic_handler
 
+    first: tuple[str, str | None, dict[str, np.ndarray]] | None = None
     for config in configs:
         mode: str | None = None
         while True:
+            compiled = False
             try:
                 with diagnostic_handler(lambda diagnostic: None):  # warnings (max_iters reached) are not errors
-                    prog = Program(source)
+                    prog = Program(source, base_dir=EXAMPLES)
                     options: dict[str, Any] = {"mode": mode} if mode else {}
                     runner = prog.compile(**CONFIGS[config], **options)
-                    names = getattr(runner, "input_names", None)
-                    if callable(names):
-                        names = names()
-                    if names is not None and not list(names):
-                        runner()
+                    compiled = True
+                    given = tiny_inputs(runner.input_specs(), zlib.crc32(source.encode("utf-8", "replace")))
+                    # no sinks: a mutant's sink paths are arbitrary text
+                    out = runner.run(given, write_sinks=False)
+                    got = {k: np.array(v, copy=True) for k, v in out.items()}
+                if first is None:
+                    first = (config, mode, got)
+                elif first[1] == mode:
+                    why = compare(first[2], got)
+                    if why is not None:
+                        return "disagree", f"{config} (mode {mode or 'single'}) against {first[0]}: {why}"
             except FuseError as e:
                 text = str(e)
                 if not _located(text):
@@ -194,6 +236,11 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
                 if mode is None and wanted is not None and supports(config, {"mode": wanted}):
                     mode = wanted
                     continue
+                if compiled and first is not None and first[1] == mode and config != first[0]:
+                    return "disagree", (
+                        f"{config} (mode {mode or 'single'}): {text.splitlines()[0][:300]}, "
+                        f"where {first[0]} has a value"
+                    )
             except RecursionError as e:
                 return "crash", f"{config} (mode {mode or 'single'}): RecursionError: {e}"
             except BaseException as e:  # noqa: BLE001

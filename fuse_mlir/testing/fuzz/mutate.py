@@ -1,9 +1,12 @@
 """Mutation fuzzing of program text: every mutant must compile or fail with a located FuseError.
 
 Mutants start from the shipped ``examples/*.fuse`` and from generated
-programs, and apply one to three edits: delete, duplicate or swap tokens,
-truncate, insert random characters, huge literals (``1e400``, a 5,000-digit
-integer), unicode, deep nesting and long sums.
+programs, and apply one to three edits. Half the mutants get edits that
+mostly keep the text a program (a name, builtin, operator or number replaced
+by another), so they reach the passes and run; the other half get edits
+that mostly break it: delete, duplicate or swap tokens, truncate, insert
+random characters, huge literals (``1e400``, a 5,000-digit integer),
+unicode, deep nesting and long sums.
 """
 
 from __future__ import annotations
@@ -58,10 +61,38 @@ def seeds_from_examples(root: Path | None = None) -> list[str]:
     return [p.read_text() for p in sorted(base.rglob("*.fuse"))] if base.is_dir() else []
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
+_NUMBER = re.compile(r"\d")
+_OPERATORS = ["+", "-", "*", "/", "**", "<", ">", "<=", ">=", "==", "!=", "&&", "||"]
+_FUNCTIONS = ["exp", "log", "relu", "sigmoid", "tanh", "abs", "sqrt", "sin", "max", "min", "sum", "softmax"]
+_NUMBERS = ["0", "1", "2", "0.5", "-1", "3", "1e30", "1e-30", "0.0"]
+
+
+def _semantic(toks: list[str], rng: random.Random) -> None:
+    """One edit that keeps the text a program more often than not: a name replaced by another of the text's
+    names or by a builtin, an operator by another, a number by another, so the mutant reaches the passes and
+    runs (the edits of :func:`mutate` that insert characters mostly stop at the parser)."""
+    names = [i for i, t in enumerate(toks) if _NAME.fullmatch(t)]
+    ops = [i for i, t in enumerate(toks) if t in _OPERATORS]
+    numbers = [i for i, t in enumerate(toks) if _NUMBER.match(t)]
+    kind = rng.choice(["name", "function", "operator", "number"])
+    if kind in ("name", "function") and names:
+        k = rng.choice(names)
+        toks[k] = rng.choice(_FUNCTIONS) if kind == "function" else toks[rng.choice(names)]
+    elif kind == "operator" and ops:
+        toks[rng.choice(ops)] = rng.choice(_OPERATORS)
+    elif numbers:
+        toks[rng.choice(numbers)] = rng.choice(_NUMBERS)
+
+
 def mutate(text: str, rng: random.Random) -> str:
-    """One to three random edits of ``text``."""
+    """One to three random edits of ``text``; half the mutants get only edits that keep its syntax likely."""
     toks = _TOKEN.findall(text) or [""]
+    semantic = rng.random() < 0.5
     for _ in range(rng.randint(1, 3)):
+        if semantic:
+            _semantic(toks, rng)
+            continue
         op = rng.choice(["delete", "duplicate", "swap", "truncate", "insert", "snippet", "nest", "replace", "sum"])
         k = rng.randrange(len(toks)) if toks else 0
         if op == "delete" and toks:
