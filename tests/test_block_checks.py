@@ -65,7 +65,10 @@ def test_the_first_bad_index_is_the_located_error(where, check_bounds):
     if where + 7 < idx.size:
         idx[where + 7] = -3  # a later bad one is not reported
     for run in _runs(prog, check_bounds):
-        with pytest.raises(FuseRuntimeError, match=rf":1:5: error: index {10 + where} is out of range") as e:
+        with pytest.raises(
+            FuseRuntimeError,
+            match=rf":1:5: error: gathered index {10 + where} is out of range for axis 0 \(extent 10\)",
+        ) as e:
             run(X=np.arange(10.0), Idx=idx)
         assert "S = X[Idx[n]]" in str(e.value)
 

@@ -106,14 +106,14 @@ ERROR_CASES = [
         "gather-empty-consumer",
         "Y[i, j] = T[G[i]] X[j]",
         {"T": np.zeros(3), "G": np.array([7]), "X": np.zeros(0)},
-        "index 7 is out of range",
+        r"gathered index 7 is out of range for axis 0 \(extent 3\)",
         11,
     ),
     (
         "gather-empty-reduction",
         "Y = T[G[i]] X[j]",
         {"T": np.zeros(3), "G": np.array([7]), "X": np.zeros(0)},
-        "index 7 is out of range",
+        r"gathered index 7 is out of range for axis 0 \(extent 3\)",
         5,
     ),
     (

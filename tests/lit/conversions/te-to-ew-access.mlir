@@ -74,7 +74,7 @@
 // CHECK-NEXT:   ^bb0(%[[V56:[0-9]+]]: i64, %[[V57:[0-9]+]]: tensor<?x?xf64>):
 // CHECK-NEXT:     %[[V58:[0-9]+]] = arith.index_cast %[[V56]] : i64 to index
 // CHECK-NEXT:     %[[V59:[0-9]+]] = ew.index 1 : i64
-// CHECK-NEXT:     %[[V60:[0-9]+]] = ew.extract %[[V57]][%[[V58]], %[[V59]]] {check = "index {0} is out of range for an axis of extent {1}"} : tensor<?x?xf64> -> f64
+// CHECK-NEXT:     %[[V60:[0-9]+]] = ew.extract %[[V57]][%[[V58]], %[[V59]]] {check = "gathered index {0} is out of range for axis 0 (extent {1})"} : tensor<?x?xf64> -> f64
 // CHECK-NEXT:     ew.yield %[[V60]] : f64
 // CHECK-NEXT:   }
 // CHECK-NEXT:   %[[V61:[0-9]+]] = te.slice_len %[[V7]] {slice = [1 : i64, 0 : i64, 2 : i64], present = [1 : i64, 0 : i64, 1 : i64]}

@@ -107,7 +107,12 @@ class LowerAccess(TeOpPattern):
             if checked:
                 # A uint64 index travels as a signed detail value: `{0:u}` prints it unsigned (format_details).
                 unsigned = all(g.dtype.kind == "u" for g in gathers)
-                message = f"index {{0{':u' if unsigned else ''}}} is out of range for an axis of extent {{1}}"
+                value_text = f"{{0{':u' if unsigned else ''}}}"
+                # Only a gathered position can be out of range (the others follow the source's extents): with
+                # one gathered axis the error names it, as the reference's does.
+                gathered = [k for k, a in enumerate(axes) if a.axis_kind == te.AxisKind.GATHER]
+                where = f"axis {gathered[0]} (extent {{1}})" if len(gathered) == 1 else "an axis of extent {1}"
+                message = f"gathered index {value_text} is out of range for {where}"
                 value = b.add(ew.ExtractOp(tables[0], positions, check=message, loc=loc))
             else:
                 value = b.add(ew.ExtractOp(tables[0], positions))
