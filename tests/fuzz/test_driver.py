@@ -219,3 +219,18 @@ def test_a_mutant_of_an_example_reads_its_data() -> None:
     src = (ROOT / "examples" / "svm.fuse").read_text()
     mutant = src[: src.index("Label[m]")].replace("Coef[n] K[m,n] + b", "Coef[n]")
     assert driver.compile_text(mutant, ["reference", "llvm-O2"]) == ("ok", "")
+
+
+def test_a_mutant_runs_a_query_or_more_steps() -> None:
+    # Single mode: the first export's last row is also asked of the runner (demand) and must equal the run's.
+    runner = Program("Y[i, j] = X[i, j] 2\nexport Y\n").compile("llvm")
+    given = {"X": np.arange(6.0).reshape(3, 2)}
+    got = {"Y": runner.run(given)["Y"]}
+    assert driver._more_runs(runner, given, got, None) is None
+    np.testing.assert_array_equal(got["Y?[-1]"], [8.0, 10.0])
+    # Streaming: two more steps, so the kept history is read.
+    runner = Program("S[i, *t] = S[i, *t-1] + X[i, *t]\nexport S\n").compile("llvm", mode="streaming")
+    given = {"X": np.ones(2)}
+    got = {"S": runner.run(given)["S"]}
+    assert driver._more_runs(runner, given, got, "streaming") is None
+    np.testing.assert_array_equal(got["S@3"], [3.0, 3.0])

@@ -222,6 +222,9 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
                     # no sinks: a mutant's sink paths are arbitrary text
                     out = runner.run(given, write_sinks=False)
                     got = {k: np.array(v, copy=True) for k, v in out.items()}
+                    why = _more_runs(runner, given, got, mode)
+                    if why is not None:
+                        return "disagree", f"{config} (mode {mode or 'single'}): {why}"
                 if first is None:
                     first = (config, mode, got)
                 elif first[1] == mode:
@@ -250,6 +253,25 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
                 return "crash", f"{config} (mode {mode or 'single'}): {type(e).__name__}: {e}\n{tb}"
             break
     return "ok", ""
+
+
+def _more_runs(runner: Any, given: dict[str, np.ndarray], got: dict[str, np.ndarray], mode: str | None) -> str | None:
+    """After a mutant's first run: two more streaming steps (so the kept history is read, not only zeros), or
+    a demand query of the first export's last row, which must equal that row of the run's own export (and
+    joins ``got``, to be compared across backends). Returns why the query disagrees with the run, or None."""
+    if mode == "streaming":
+        for step in (2, 3):
+            got.update({f"{k}@{step}": np.array(v, copy=True) for k, v in runner.run(given, write_sinks=False).items()})
+        return None
+    name = next(iter(got), None)
+    if name is None or got[name].ndim == 0 or got[name].shape[0] == 0 or "#" in name:
+        return None
+    answer = np.array(runner.query(name, {0: -1}, **given), copy=True)
+    why = compare({name: got[name][-1]}, {name: answer})
+    if why is not None:
+        return f"query({name!r}, {{0: -1}}) differs from the run's export: {why}"
+    got[f"{name}?[-1]"] = answer
+    return None
 
 
 def _located(text: str) -> bool:
