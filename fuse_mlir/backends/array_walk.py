@@ -546,9 +546,7 @@ def _slice_len(s: _State, op: te.SliceLenOp) -> int:
 
 @WALK.impl(te.CheckDimOp)
 def _check_dim(s: _State, op: te.CheckDimOp) -> None:
-    a, b = s.get(op.lhs), s.get(op.rhs)
-    if not te.CHECK_PREDICATES[op.predicate_name()](a, b):
-        raise FuseRuntimeError(op.message.data.format(a, b), _loc(op))
+    op.enforce(s.get(op.lhs), s.get(op.rhs))
 
 
 @WALK.impl(te.AccessOp)

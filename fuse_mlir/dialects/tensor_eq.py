@@ -62,9 +62,9 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.hints import isa
 from xdsl.utils.str_enum import StrEnum
 
-from fuse_mlir.diagnostics import Loc
+from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects.enum_attr import AngleBracketEnum
-from fuse_mlir.dialects.locations import set_location
+from fuse_mlir.dialects.locations import set_location, source_loc
 
 # --------------------------------------------------------------------------
 # dtype <-> element type
@@ -667,6 +667,12 @@ class CheckDimOp(IRDLOperation):
 
     def predicate_name(self) -> str:
         return self.predicate.data if self.predicate else "eq"
+
+    def enforce(self, lhs: int, rhs: int) -> None:
+        """Raise the check's located FuseRuntimeError when the extents ``lhs`` and ``rhs`` fail it: the one
+        evaluation the reference, the array backends and shape inference share."""
+        if not CHECK_PREDICATES[self.predicate_name()](lhs, rhs):
+            raise FuseRuntimeError(self.message.data.format(lhs, rhs), source_loc(self))
 
     def verify_(self) -> None:
         if self.predicate_name() not in CHECK_PREDICATES:

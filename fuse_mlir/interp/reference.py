@@ -209,9 +209,7 @@ class Interpreter:
 
     @REFERENCE.impl(te.CheckDimOp)
     def check_dim(self, op: te.CheckDimOp) -> None:
-        a, b = self.get(op.lhs), self.get(op.rhs)
-        if not te.CHECK_PREDICATES[op.predicate_name()](a, b):
-            raise FuseRuntimeError(op.message.data.format(a, b), _loc(op))
+        op.enforce(self.get(op.lhs), self.get(op.rhs))
 
     @REFERENCE.impl(te.AccessOp)
     def access(self, op: te.AccessOp) -> np.ndarray:

@@ -395,17 +395,18 @@ class StreamingRunner(Runner):
         assert self.plan is not None and self.step_runner is not None
         given = dict(inputs or {})
         initial = {k: given.pop(k) for k in list(given) if k in self.plan.defined}
+        # A time input read only from earlier steps is history, not an input of this step's program: it is
+        # checked here (the step checks its own inputs), and then kept.
+        step_inputs = set(self.step_runner.input_names())
         specs = self.input_specs()
         for name in self.plan.window:
-            # A time input this step's program reads only as history: checked here, since the step does not.
-            if name not in self.plan.defined and name in specs and name not in given:
+            if name in self.plan.defined or name in step_inputs or name not in specs:
+                continue
+            if name not in given:
                 raise FuseRuntimeError(f"missing input {name}", specs[name].loc)
-            if name in given and name in specs:
-                given[name] = coerce_input(name, given[name], specs[name])
+            given[name] = coerce_input(name, given[name], specs[name])
         if initial:
             self._set_history(initial)
-        # A time input read only from earlier steps is history, not an input of this step's program.
-        step_inputs = set(self.step_runner.input_names())
         arrays = {k: v for k, v in given.items() if k in step_inputs or k not in self.plan.window}
         missing: list[tuple[str, int]] = []
         for name, w in self.plan.window.items():
@@ -420,8 +421,8 @@ class StreamingRunner(Runner):
         if missing:  # zero history before the steps that compute it: shapes and dtypes decided once per call
             computed = any(name in self.plan.defined for name, _ in missing)
             dtypes = self._history_dtypes(given, step_inputs) if computed else {}
-            specs = self.step_runner.input_specs()  # (an input of the wrong rank is named before any history)
-            known = {k: coerce_input(k, v, specs[k]) for k, v in arrays.items() if k in specs}
+            step_specs = self.step_runner.input_specs()  # (an input of the wrong rank is named before any history)
+            known = {k: coerce_input(k, v, step_specs[k]) for k, v in arrays.items() if k in step_specs}
             shapes = _zero_history_shapes(self.step_runner.program, known, self.plan.window) if computed else {}
             for name, d in missing:
                 arrays[state_name(name, d)] = self._zeros(name, d, given, dtypes, shapes)

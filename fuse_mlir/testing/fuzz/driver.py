@@ -25,11 +25,11 @@ import sys
 import traceback
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fuse_mlir.testing.fuzz.mutate import EXAMPLES
 from fuse_mlir.testing.fuzz.program import Query
 
 #: Backend configurations: name -> compile() arguments.
@@ -167,10 +167,6 @@ MODE_HINTS = (("recursive programs need", "fixpoint"), ("needs streaming mode", 
 recursive or streamed program is compiled again in the mode its error names, so the fixpoint and streaming
 lowerings (and the run, when it names no inputs) meet mutants too, not only the error that stops single mode."""
 
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-"""Where text mutants resolve their source files: the examples' folder, so mutants of the examples read their
-data (in an installed package it is missing, and a mutant's source read is then a located error)."""
 
 #: The extent of every axis of a text mutant's inputs: small, and the same for all, so that indices a mutant
 #: shares between inputs agree and integer inputs (0, 1, 2) are valid positions.

@@ -55,9 +55,15 @@ _SNIPPETS = [
 ]
 
 
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+"""The shipped examples' folder: mutants start from its programs and resolve their source files against it, so
+mutants of the examples read their data (in an installed package it is missing: no example seeds, and a
+mutant's source read is a located error)."""
+
+
 def seeds_from_examples(root: Path | None = None) -> list[str]:
     """The text of every shipped example program (``examples/*.fuse`` and ``examples/lib``)."""
-    base = root or Path(__file__).resolve().parents[3] / "examples"
+    base = root or EXAMPLES
     return [p.read_text() for p in sorted(base.rglob("*.fuse"))] if base.is_dir() else []
 
 
