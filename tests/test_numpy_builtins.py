@@ -687,3 +687,17 @@ def test_int_input_to_float_functions_gives_float64() -> None:
         lambda a: nb.attention(a, a, a),
     ):
         assert fn(x).dtype == np.float64
+
+
+def test_max_and_min_reductions_order_negative_zero_below_positive_zero():
+    # The reference's max/min (elementwise and reductions) are IEEE 754-2019's whatever the order of the zeros:
+    # NumPy's np.max([-0.0, 0.0]) is 0.0 but np.max([0.0, -0.0]) is -0.0.
+    rows = np.array([[-0.0, 0.0, -1.0], [0.0, -0.0, -2.0], [-0.0, -0.0, -1.0], [1.0, -0.0, 0.0]])
+    inv = lambda x: 1 / np.asarray(x)  # noqa: E731 - the sign of a zero, as an infinity
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(inv(nb.reduce(rows, (1,), "max")), [np.inf, np.inf, -np.inf, 1.0])
+        np.testing.assert_array_equal(inv(nb.reduce(rows, (1,), "min")), [-1.0, -0.5, -1.0, -np.inf])
+        np.testing.assert_array_equal(inv(nb.reduce(rows[:3, :2], (0, 1), "max")), np.inf)
+        np.testing.assert_array_equal(inv(nb.maximum(rows[:, 1], rows[:, 0])), [np.inf, np.inf, -np.inf, 1.0])
+    assert nb.maximum(np.array([3, -1]), 0).tolist() == [3, 0]  # integers: unchanged
+    assert np.isnan(nb.reduce(np.array([np.nan, 0.0]), (0,), "max"))  # NaN still propagates

@@ -724,3 +724,62 @@ def test_deep_loop_nests(every_backend, zero):
     np.testing.assert_allclose(out["Y"], a.sum(axis=tuple(range(1, 23))), rtol=1e-10, atol=1e-12)
     want = (a * a).sum(axis=(0, *range(2, 23))).T
     np.testing.assert_allclose(out["Z"], want, rtol=1e-10, atol=1e-12)
+
+
+SIGN_X = np.array([-1.5, -2.0, 3.0])
+SIGN_MASK = np.array([[-1.0, 1.0, -1.0], [-1.0, -1.0, 1.0], [1.0, -1.0, -1.0]])
+
+
+@pytest.mark.parametrize(
+    "src,expected",
+    [
+        # nothing projected: the product itself, whose zero keeps IEEE's sign (-1.5 * 0 is -0.0, so 1 / it is -inf)
+        ("P[i] = X[i] (X[i] > 0)\nY[i] = 1 / P[i]", lambda: 1 / (SIGN_X * (SIGN_X > 0))),
+        ("Y[i] = 1 / (X[i] (X[i] > 0))", lambda: 1 / (SIGN_X * (SIGN_X > 0))),
+        ("Y[i] = 1 / min(X[i] (X[i] > 0), 1)", lambda: 1 / np.minimum(SIGN_X * (SIGN_X > 0), 1)),
+        ("P[j,i] = X[i] (M[j,i] > 0)\nY[j,i] = 1 / P[j,i]", lambda: 1 / (SIGN_X[None, :] * (SIGN_MASK > 0))),
+        ("P[i,j] = (M[j,i] > 0) X[i] 2\nY[i,j] = 1 / P[i,j]", lambda: 1 / ((SIGN_MASK.T > 0) * SIGN_X[:, None] * 2)),
+    ],
+)
+def test_a_product_keeps_the_sign_of_its_zero(every_backend, src, expected):
+    # The reference computed unprojected products with einsum, which adds each product to +0 and so lost
+    # the sign (found by the text-mutant fuzzer as +inf against llvm's -inf); every backend now agrees with NumPy.
+    backend, options = every_backend
+    with np.errstate(divide="ignore"):
+        want = expected()
+    got = Program(src + "\nexport Y\n").compile(backend, **options)(
+        X=SIGN_X, **({"M": SIGN_MASK} if "M[" in src else {})
+    )["Y"]
+    np.testing.assert_array_equal(got, want)
+
+
+ZA = np.array([-0.0, 0.0, -0.0, 0.0, -1.0, 0.0, np.nan])
+ZB = np.array([0.0, -0.0, -0.0, 0.0, -0.0, 1.0, -0.0])
+
+
+@pytest.mark.parametrize(
+    "src,expected",
+    [
+        # -0 < +0 (IEEE 754-2019's maximum and minimum, llvm.maximum): 1 / max(-0, +0) is +inf in either order
+        ("Y[i] = 1 / max(A[i], B[i])", lambda: np.array([np.inf, np.inf, -np.inf, np.inf, -np.inf, 1, np.nan])),
+        ("Y[i] = 1 / min(A[i], B[i])", lambda: np.array([-np.inf, -np.inf, -np.inf, np.inf, -1, np.inf, np.nan])),
+        ("Y[i] = 1 / relu(A[i])", lambda: np.array([np.inf, np.inf, np.inf, np.inf, np.inf, np.inf, np.nan])),
+    ],
+)
+def test_max_and_min_order_negative_zero_below_positive_zero(every_backend, src, expected):
+    # NumPy's and torch's maximum return their first argument for two zeros; every backend orders them.
+    backend, options = every_backend
+    runner = Program(src + "\nexport Y\n").compile(backend, **options)
+    got = runner(**{k: v for k, v in {"A": ZA, "B": ZB}.items() if k in runner.input_specs()})["Y"]
+    np.testing.assert_array_equal(got, expected())
+
+
+@pytest.mark.parametrize("src", ["M[i] max= Z[i,j]", "M[i] min= Z[i,j]", "M[i] = reduce(max, j) Z[i,j]"])
+def test_strict_reductions_order_zeros_as_the_reference(src):
+    # A max/min reduction may return either zero on llvm (nsz, as NumPy); strict=True keeps IEEE 754-2019's order,
+    # which the reference interpreter computes too.
+    z = np.array([[-0.0, 0.0, -1.0], [0.0, -0.0, -2.0], [-0.0, -0.0, -1.0]])
+    prog = Program(src + "\nY[i] = 1 / M[i]\nexport Y\n")
+    want = prog.compile("reference")(Z=z)["Y"]
+    assert np.isinf(want[:2]).all() or "min" in src
+    np.testing.assert_array_equal(prog.compile("llvm", strict=True)(Z=z)["Y"], want)

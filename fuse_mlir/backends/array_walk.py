@@ -147,9 +147,11 @@ class ArrayOps:
         raise NotImplementedError
 
     def maximum(self, a: Array, b: Array) -> Array:
+        """Elementwise maximum: NaN propagates and -0 < +0 (IEEE 754-2019, as ``llvm.maximum``)."""
         raise NotImplementedError
 
     def minimum(self, a: Array, b: Array) -> Array:
+        """Elementwise minimum: NaN propagates and -0 < +0 (IEEE 754-2019, as ``llvm.minimum``)."""
         raise NotImplementedError
 
     def power(self, a: Array, b: Array) -> Array:

@@ -260,8 +260,8 @@ def _scalar_op(op: Operation, args: list[Any]) -> Any:
         arith.AddiOp: np.add,
         arith.SubiOp: np.subtract,
         arith.MuliOp: np.multiply,
-        arith.MaximumfOp: np.maximum,
-        arith.MinimumfOp: np.minimum,
+        arith.MaximumfOp: nb.maximum,  # -0 < +0, as arith.maximumf is defined
+        arith.MinimumfOp: nb.minimum,
         arith.MaxSIOp: np.maximum,
         arith.MinSIOp: np.minimum,
         arith.AndIOp: np.bitwise_and,

@@ -234,8 +234,8 @@ SCALAR_OPS: dict[str, Callable[[Operation, list[Any]], Any]] = {
     "arith.divf": _float_binary(lambda a, b: a / b),
     "arith.remf": _float_binary(np.fmod),
     "arith.negf": _float_unary(lambda a: -a),
-    "arith.maximumf": _float_binary(np.maximum),
-    "arith.minimumf": _float_binary(np.minimum),
+    "arith.maximumf": _float_binary(nb.maximum),  # -0 < +0, as arith.maximumf is defined
+    "arith.minimumf": _float_binary(nb.minimum),
     "arith.maxnumf": _float_binary(np.fmax),
     "arith.minnumf": _float_binary(np.fmin),
     "arith.extf": _float_unary(lambda a: a),

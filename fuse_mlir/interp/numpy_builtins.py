@@ -202,13 +202,31 @@ def pow(a: ArrayLike, b: ArrayLike) -> np.ndarray:  # noqa: A001 - the builtin's
 
 
 def maximum(a: ArrayLike, b: ArrayLike) -> np.ndarray:
-    """Elementwise maximum of a and b; NaN in either argument gives NaN."""
-    return np.maximum(a, b)
+    """Elementwise maximum of a and b; NaN in either argument gives NaN, and -0 < +0 (IEEE 754-2019's
+    ``maximum``, what native code's ``llvm.maximum`` and MLIR's ``arith.maximumf`` compute; NumPy's own
+    ``np.maximum`` returns its first argument for two zeros, so ``1 / max(-0, 0)`` would depend on the order)."""
+    r = np.maximum(a, b)  # a Python scalar stays weak (NEP 50): np.asarray would make it a float64 array
+    if r.dtype.kind != "f":
+        return r
+    # a zero maximum: +0 if either argument is +0, else -0
+    return np.where(r == 0, np.where(_positive_zero(a) | _positive_zero(b), 0.0, -0.0).astype(r.dtype), r)
 
 
 def minimum(a: ArrayLike, b: ArrayLike) -> np.ndarray:
-    """Elementwise minimum of a and b; NaN in either argument gives NaN."""
-    return np.minimum(a, b)
+    """Elementwise minimum of a and b; NaN in either argument gives NaN, and -0 < +0 (IEEE 754-2019's
+    ``minimum``: :func:`maximum` says why)."""
+    r = np.minimum(a, b)
+    if r.dtype.kind != "f":
+        return r
+    return np.where(r == 0, np.where(_negative_zero(a) | _negative_zero(b), -0.0, 0.0).astype(r.dtype), r)
+
+
+def _positive_zero(x: ArrayLike) -> np.ndarray:
+    return np.equal(x, 0) & ~np.signbit(x)
+
+
+def _negative_zero(x: ArrayLike) -> np.ndarray:
+    return np.equal(x, 0) & np.signbit(x)
 
 
 def select(c: ArrayLike, a: ArrayLike, b: ArrayLike) -> np.ndarray:
@@ -330,7 +348,15 @@ def reduce(x: ArrayLike, axes: tuple[int, ...], kind: str) -> np.ndarray:
     if k in ("max", "min"):
         if empty:
             return np.full(out_shape, reduce_identity(k, a.dtype), dtype=a.dtype)
-        return np.asarray(np.max(a, axis=ax) if k == "max" else np.min(a, axis=ax))
+        r = np.asarray(np.max(a, axis=ax) if k == "max" else np.min(a, axis=ax))
+        if r.dtype.kind != "f":
+            return r
+        # -0 < +0, as in maximum/minimum: a zero maximum is +0 if any +0 is reduced, a zero minimum -0 if any -0
+        if k == "max":
+            zero = np.where(np.any(_positive_zero(a), axis=ax), 0.0, -0.0)
+        else:
+            zero = np.where(np.any(_negative_zero(a), axis=ax), -0.0, 0.0)
+        return np.asarray(np.where(r == 0, zero.astype(r.dtype), r))
     if k == "sum":
         return np.asarray(np.sum(a, axis=ax))
     if k == "prod":

@@ -69,7 +69,18 @@ def align(arr: np.ndarray, names: Sequence[str], target: Sequence[str]) -> np.nd
 
 
 def _einsum_kernel(arrays: list[np.ndarray], names: list[tuple], out: tuple) -> np.ndarray:
-    """A sum contraction by ``np.einsum`` (at most 52 distinct names), with an optimised path for 3+ operands."""
+    """A sum contraction by ``np.einsum`` (at most 52 distinct names), with an optimised path for 3+ operands.
+
+    A product that projects nothing (every name kept, none repeated in an operand) is the broadcast product
+    itself, as the native and hand-off backends compute it: einsum adds each product to a zero, which turns a
+    negative zero (``-1.5 * 0``) into +0, and ``1 / that`` into +inf instead of -inf."""
+    if arrays and all(n in out for ns in names for n in ns) and all(len(set(ns)) == len(ns) for ns in names):
+        aligned = [align(a, ns, out) for a, ns in zip(arrays, names)]
+        product = aligned[0]
+        for a in aligned[1:]:
+            product = product * a
+        shape = broadcast_shape(*[a.shape for a in aligned])
+        return np.array(np.broadcast_to(product, shape))
     return np.einsum(einsum_spec(tuple(map(tuple, names)), tuple(out)), *arrays, optimize=len(arrays) > 2)
 
 
@@ -276,7 +287,8 @@ class Interpreter:
                 count = int(np.prod([ext[n] for n in plan.projected]))
                 res = res / count if count else np.full_like(res, np.nan)
             return np.asarray(res, dtype=dtype)
-        combine = {"max": np.maximum, "min": np.minimum, "prod": np.multiply}[proj]
+        combines: dict[str, Callable[[Any, Any], Any]] = {"max": nb.maximum, "min": nb.minimum, "prod": np.multiply}
+        combine = combines[proj]
         kit = ArrayKit(np.stack, lambda shape: np.zeros(shape, dtype), combine)
         res = contract_named(arrays, names, out, lambda a, n, o: _reduce_kernel(a, n, o, proj), kit, linear=False)
         return np.asarray(res, dtype=dtype)

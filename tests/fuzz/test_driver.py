@@ -192,24 +192,53 @@ def test_verify_mode_reads_fuse_verify(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_tiny_inputs_follow_the_specs() -> None:
     runner = Program("Y[i, j] = X[i, j] W[j] + N[i]\nZ[i] = V[N[i]]\nexport Y, Z\n").compile()
-    got = driver.tiny_inputs(runner.input_specs(), 7)
-    e = driver.MUTANT_EXTENT
-    assert {k: (v.shape, v.dtype.name) for k, v in got.items()} == {
-        "X": ((e, e), "float64"),
-        "W": ((e,), "float64"),
-        "N": ((e,), "int64"),  # a gathered index
-        "V": ((e,), "float64"),
-    }
-    assert got["N"].min() >= 0 and got["N"].max() < e  # valid positions of any axis of the tiny extent
-    again = driver.tiny_inputs(runner.input_specs(), 7)
-    assert all(np.array_equal(got[k], again[k]) for k in got)  # one mutant, one set of inputs
+    seen = set()
+    for seed in range(8):
+        got = driver.tiny_inputs(runner.input_specs(), seed)
+        e = got["W"].shape[0]
+        seen.add(e)
+        assert {k: (v.shape, v.dtype.name) for k, v in got.items()} == {
+            "X": ((e, e), "float64"),
+            "W": ((e,), "float64"),
+            "N": ((e,), "int64"),  # a gathered index
+            "V": ((e,), "float64"),
+        }
+        assert got["N"].min() >= 0 and got["N"].max() < e  # valid positions of any axis of the extent
+        again = driver.tiny_inputs(runner.input_specs(), seed)
+        assert all(np.array_equal(got[k], again[k]) for k in got)  # one mutant, one set of inputs
+    assert seen == set(driver.MUTANT_EXTENTS)  # the mutants' seeds spread over every extent
+
+
+def test_a_value_where_the_reference_raised_is_a_disagreement(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A backend that skips a run-time check (here: the reference's inputs hold an out-of-range position, the
+    # other configuration's do not) returns a value where the reference raised a located error.
+    src = "Z[i] = V[N[i]]\nexport Z\n"
+    real = driver.tiny_inputs
+
+    def inputs(specs: dict, seed: int) -> dict:
+        out = real(specs, seed)
+        if inputs.calls == 0:
+            out["N"] = out["N"] + 99
+        inputs.calls += 1
+        return out
+
+    inputs.calls = 0  # type: ignore[attr-defined]
+    monkeypatch.setattr(driver, "tiny_inputs", inputs)
+    status, detail = driver.compile_text(src, ["reference", "llvm-O2"])
+    assert status == "disagree", detail
+    assert detail.startswith("llvm-O2 (mode single) has a value where reference raised: ")
+    assert "out of range" in detail
+    inputs.calls = 0  # type: ignore[attr-defined]
+    assert driver.compile_text(src, ["reference"]) == ("ok", "")  # one configuration's error alone is no finding
 
 
 def test_a_mutant_with_inputs_runs_and_is_compared(mistyping_pipeline: str) -> None:
-    assert driver.compile_text(SOURCE, ["reference", "llvm-O2"]) == ("ok", "")
+    # every value nonzero, so a float32 stored into a float64 slot is wrong on any of the tiny extents
+    source = "Y[i] = abs(X[i]) + 1\nexport Y\n"
+    assert driver.compile_text(source, ["reference", "llvm-O2"]) == ("ok", "")
     with pytest.MonkeyPatch.context() as env:
         env.delenv("FUSE_VERIFY", raising=False)
-        status, detail = driver.compile_text(SOURCE, ["reference", MISTYPED])
+        status, detail = driver.compile_text(source, ["reference", MISTYPED])
     # wrong values: against the reference's, or first against its own run's (the demand query's check)
     assert status == "disagree" and detail.startswith(f"{MISTYPED} (mode single)") and "Y: value" in detail
 
@@ -223,15 +252,37 @@ def test_a_mutant_of_an_example_reads_its_data() -> None:
 
 
 def test_a_mutant_runs_a_query_or_more_steps() -> None:
-    # Single mode: the first export's last row is also asked of the runner (demand) and must equal the run's.
-    runner = Program("Y[i, j] = X[i, j] 2\nexport Y\n").compile("llvm")
+    # Single mode: one export's last row is also asked of the runner (demand) and must equal the run's; which
+    # export is the mutant's pick.
+    runner = Program("Y[i, j] = X[i, j] 2\nZ[j] = X[0, j]\nexport Y, Z\n").compile("llvm")
     given = {"X": np.arange(6.0).reshape(3, 2)}
-    got = {"Y": runner.run(given)["Y"]}
-    assert driver._more_runs(runner, given, got, None) is None
-    np.testing.assert_array_equal(got["Y?[-1]"], [8.0, 10.0])
+    for pick, name, want in ((0, "Y", [8.0, 10.0]), (1, "Z", 1.0), (2, "Y", [8.0, 10.0])):
+        got = dict(runner.run(given))
+        assert driver._more_runs(runner, given, got, None, pick) is None
+        np.testing.assert_array_equal(got[f"{name}?[-1]"], want)
+        assert len(got) == 3  # one query
     # Streaming: two more steps, so the kept history is read.
     runner = Program("S[i, *t] = S[i, *t-1] + X[i, *t]\nexport S\n").compile("llvm", mode="streaming")
     given = {"X": np.ones(2)}
     got = {"S": runner.run(given)["S"]}
     assert driver._more_runs(runner, given, got, "streaming") is None
     np.testing.assert_array_equal(got["S@3"], [3.0, 3.0])
+
+
+def test_a_mutant_runs_twice_and_the_runs_must_agree() -> None:
+    # A runner whose second call sees state the first left behind (a stale arena buffer, an in-place write)
+    # gives other values the second time: the mutant disagrees with itself.
+    class Leaky:
+        calls = 0
+
+        def run(self, given: dict, write_sinks: bool = True) -> dict:
+            self.calls += 1
+            return {"Y": given["X"] * self.calls}
+
+    given = {"X": np.arange(3.0)}
+    runner = Leaky()
+    got = runner.run(given)
+    why = driver._more_runs(runner, given, got, None)
+    assert why is not None and why.startswith(
+        "a second run differs from the first: Y: value np.float64(2.0) at flat 1, expected np.float64(1.0)"
+    )

@@ -122,10 +122,19 @@ class TorchOps(ArrayOps):
         return _UNARY[fn](x)
 
     def maximum(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.maximum(a, b)
+        r = torch.maximum(a, b)
+        if not r.dtype.is_floating_point:
+            return r
+        # torch returns its first argument for two zeros; -0 < +0 (IEEE 754-2019): of two zeros, +0 if either
+        # is, which is their sum
+        return torch.where((a == 0) & (b == 0), a + b, r)
 
     def minimum(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.minimum(a, b)
+        r = torch.minimum(a, b)
+        if not r.dtype.is_floating_point:
+            return r
+        # of two zeros, -0 if either is: -((-a) + (-b))
+        return torch.where((a == 0) & (b == 0), -(-a - b), r)
 
     def power(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not a.dtype.is_floating_point:

@@ -168,23 +168,26 @@ recursive or streamed program is compiled again in the mode its error names, so 
 lowerings (and the run, when it names no inputs) meet mutants too, not only the error that stops single mode."""
 
 
-#: The extent of every axis of a text mutant's inputs: small, and the same for all, so that indices a mutant
-#: shares between inputs agree and integer inputs (0, 1, 2) are valid positions.
-MUTANT_EXTENT = 3
+#: The extents a text mutant's inputs may have: every axis of one mutant has the same extent, drawn from these
+#: by the mutant's text, so that indices a mutant shares between inputs agree and integer inputs are valid
+#: positions; 1 reaches the single-element edge cases, 3 and 4 the vector remainders.
+MUTANT_EXTENTS = (1, 2, 3, 4)
 
 
 def tiny_inputs(specs: Mapping[str, Any], seed: int) -> dict[str, np.ndarray]:
-    """Inputs for a text mutant from its runner's input specs: every axis of extent :data:`MUTANT_EXTENT`,
-    floats in [-2, 2), integers in [0, MUTANT_EXTENT), booleans at random; drawn from ``seed``."""
+    """Inputs for a text mutant from its runner's input specs: every axis of one extent of
+    :data:`MUTANT_EXTENTS` (chosen by ``seed``), floats in [-2, 2), integers in [0, extent), booleans at
+    random; drawn from ``seed``."""
     rng = np.random.default_rng(seed)
+    extent = MUTANT_EXTENTS[seed % len(MUTANT_EXTENTS)]
     out: dict[str, np.ndarray] = {}
     for name, spec in specs.items():
-        shape = (MUTANT_EXTENT,) * spec.rank
+        shape = (extent,) * spec.rank
         dtype = np.dtype(spec.dtype)
         if dtype.kind == "f":
             out[name] = rng.uniform(-2.0, 2.0, shape).astype(dtype)
         elif dtype.kind in "iu":
-            out[name] = rng.integers(0, MUTANT_EXTENT, shape).astype(dtype)
+            out[name] = rng.integers(0, extent, shape).astype(dtype)
         else:
             out[name] = rng.integers(0, 2, shape).astype(dtype)
     return out
@@ -194,16 +197,18 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
     """A text mutant: parse, resolve, lower, compile and run, in single mode and, where the error names one
     (:data:`MODE_HINTS`) and the configuration runs it, in that mode.
 
-    A mutant that names inputs runs on :func:`tiny_inputs`. Every configuration's outputs are compared with
-    the first configuration's (the reference, in the fuzzer's lists) where both ran in the same mode: a
-    value that differs, or a run-time error where the first has a value, is a disagreement. A FuseError
-    without a location, or any other exception, is a crash."""
+    A mutant that names inputs runs on :func:`tiny_inputs`. Every configuration's run is compared with the
+    first configuration's (the reference, in the fuzzer's lists) where both compiled in the same mode: a
+    value that differs, a run-time error where the first has a value, or a value where the first raised a
+    run-time error (an unchecked out-of-range position, say) is a disagreement. A FuseError without a
+    location, or any other exception, is a crash."""
     import zlib
 
     from fuse_mlir import FuseError, Program
     from fuse_mlir.diagnostics import diagnostic_handler
 
-    first: tuple[str, str | None, dict[str, np.ndarray]] | None = None
+    # the first configuration that compiled: its name, mode, and outputs or run-time error text
+    first: tuple[str, str | None, dict[str, np.ndarray] | str] | None = None
     for config in configs:
         mode: str | None = None
         while True:
@@ -214,16 +219,22 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
                     options: dict[str, Any] = {"mode": mode} if mode else {}
                     runner = prog.compile(**CONFIGS[config], **options)
                     compiled = True
-                    given = tiny_inputs(runner.input_specs(), zlib.crc32(source.encode("utf-8", "replace")))
+                    key = zlib.crc32(source.encode("utf-8", "replace"))
+                    given = tiny_inputs(runner.input_specs(), key)
                     # no sinks: a mutant's sink paths are arbitrary text
                     out = runner.run(given, write_sinks=False)
                     got = {k: np.array(v, copy=True) for k, v in out.items()}
-                    why = _more_runs(runner, given, got, mode)
+                    why = _more_runs(runner, given, got, mode, key // len(MUTANT_EXTENTS))
                     if why is not None:
                         return "disagree", f"{config} (mode {mode or 'single'}): {why}"
                 if first is None:
                     first = (config, mode, got)
                 elif first[1] == mode:
+                    if isinstance(first[2], str):
+                        return "disagree", (
+                            f"{config} (mode {mode or 'single'}) has a value where {first[0]} raised: "
+                            f"{first[2].splitlines()[0][:300]}"
+                        )
                     why = compare(first[2], got)
                     if why is not None:
                         return "disagree", f"{config} (mode {mode or 'single'}) against {first[0]}: {why}"
@@ -235,7 +246,9 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
                 if mode is None and wanted is not None and supports(config, {"mode": wanted}):
                     mode = wanted
                     continue
-                if compiled and first is not None and first[1] == mode and config != first[0]:
+                if compiled and first is None:
+                    first = (config, mode, text)
+                elif compiled and first is not None and first[1] == mode and not isinstance(first[2], str):
                     return "disagree", (
                         f"{config} (mode {mode or 'single'}): {text.splitlines()[0][:300]}, "
                         f"where {first[0]} has a value"
@@ -251,17 +264,28 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
     return "ok", ""
 
 
-def _more_runs(runner: Any, given: dict[str, np.ndarray], got: dict[str, np.ndarray], mode: str | None) -> str | None:
-    """After a mutant's first run: two more streaming steps (so the kept history is read, not only zeros), or
-    a demand query of the first export's last row, which must equal that row of the run's own export (and
-    joins ``got``, to be compared across backends). Returns why the query disagrees with the run, or None."""
+def _more_runs(
+    runner: Any, given: dict[str, np.ndarray], got: dict[str, np.ndarray], mode: str | None, pick: int = 0
+) -> str | None:
+    """After a mutant's first run: two more streaming steps (so the kept history is read, not only zeros); or
+    a second run, which must give the first's outputs (a buffer the first run left behind, in the arena or
+    written in place, must not leak into the next), and a demand query of one export's last row, which must
+    equal that row of the run's own export (and joins ``got``, to be compared across backends). The export
+    queried is number ``pick`` (modulo their count) of those with rows: each query compiles a demand program,
+    so a mutant asks one, and the mutants' seeds spread the queries over all exports. Returns why a run
+    disagrees with the first, or None."""
     if mode == "streaming":
         for step in (2, 3):
             got.update({f"{k}@{step}": np.array(v, copy=True) for k, v in runner.run(given, write_sinks=False).items()})
         return None
-    name = next(iter(got), None)
-    if name is None or got[name].ndim == 0 or got[name].shape[0] == 0 or "#" in name:
+    again = {k: np.array(v, copy=True) for k, v in runner.run(given, write_sinks=False).items()}
+    why = compare(got, again)
+    if why is not None:
+        return f"a second run differs from the first: {why}"
+    rows = [k for k, v in got.items() if v.ndim > 0 and v.shape[0] > 0 and "#" not in k]
+    if not rows:
         return None
+    name = rows[pick % len(rows)]
     answer = np.array(runner.query(name, {0: -1}, **given), copy=True)
     why = compare({name: got[name][-1]}, {name: answer})
     if why is not None:
@@ -485,7 +509,8 @@ def compare(
         if one_off:
             tol = max(tol, FIXPOINT_TOLERANCE * scale)
         same_special = (np.isnan(wf) & np.isnan(gf)) | (np.isinf(wf) & (wf == gf))
-        close = np.abs(wf - gf) <= tol
+        with np.errstate(invalid="ignore"):  # inf - inf: the same infinity is same_special, any other a miss
+            close = np.abs(wf - gf) <= tol
         bad = ~(same_special | (finite & close))
         if bad.any():
             k = int(np.flatnonzero(bad.ravel())[0])
