@@ -315,3 +315,12 @@ def test_relowered_programs_never_reuse_a_freed_lowerings_query(tmp_path: Path) 
             np.testing.assert_array_equal(run.query("Y", X=x), w + 1.0)
             gc.collect()
             assert len(run._demand.programs) <= 2 and len(run._demand.results) <= 2  # freed lowerings take theirs
+
+
+def test_a_query_of_a_long_sum():
+    # A 2,000-term sum is a chain of 2,000 ops: the query's passes walk it recursively, as the lowering does, so
+    # they run with the parser's recursion room (a RecursionError before, found by the text-mutant fuzzer).
+    src = "Y[i] = " + " + ".join(["X[i]"] * 2000) + "\nexport Y\n"
+    runner = Program(src).compile("reference")
+    x = np.arange(3.0)
+    np.testing.assert_allclose(runner.query("Y", {0: -1}, X=x), 2000 * x[-1])

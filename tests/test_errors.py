@@ -44,6 +44,9 @@ ERRORS = [
     ("C[i,j] = const([[1,2],[3]])", "ragged", 1, 16),
     ("C[i] = const([[1,2],[3,4]])", "rank 2 but the left-hand side has 1", 1, 8),
     ('import "nope.fuse" as lib', "cannot import 'nope.fuse'", 1, 1),
+    # literals folded while lowering: the error an integer tensor's run raises, located (was an internal ValueError)
+    ("Y = pow(2, -1)", "negative integer power (exponent -1)", 1, 5),
+    ("Y[i] = X[i] pow(abs(0) + 1, -1)", "negative integer power", 1, 13),
 ]
 
 

@@ -1026,7 +1026,10 @@ class Lowerer:
         """``fn`` over ``vals`` (folded when all are literals); ``loc`` is kept on a ``pow``, whose error it locates."""
         tensors = [v for v in vals if isinstance(v, TV)]
         if not tensors:
-            return Weak(dt.fold(fn, [v.value for v in vals], params or {}))
+            try:
+                return Weak(dt.fold(fn, [v.value for v in vals], params or {}))
+            except ValueError as e:  # pow(2, -1): the error an integer tensor's run raises, at compile time
+                raise FuseError(str(e), loc) from None
         others = [t.dtype for t in tensors]
         if fn == "select":
             # np.where: a literal branch takes its type from the other branch, never from the condition

@@ -52,6 +52,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.frontend.parser import recursion_room
 from fuse_mlir.interp.shapes import infer_shapes
 from fuse_mlir.lowered import InputSpec, Lowered, LowerOptions, ProgramLowering, RunResult, coerce_input
 from fuse_mlir.passes.transforms.demand import defining_value, own_names, prune, query_module
@@ -157,6 +158,13 @@ class DemandCache:
         return hit
 
     def query(self, name: str, select: Mapping[str | int, int | slice], inputs: dict[str, Any]) -> np.ndarray:
+        """``name`` restricted to ``select``, computed from ``inputs`` by a query program (cached, with its
+        result, as the module docstring says). The query's passes walk the program's IR recursively (a long sum
+        is a chain of ops as deep as it is long), so they run with the parser's recursion room."""
+        with recursion_room():
+            return self._query(name, select, inputs)
+
+    def _query(self, name: str, select: Mapping[str | int, int | slice], inputs: dict[str, Any]) -> np.ndarray:
 
         runner = self.runner
         all_specs = {s.name: s for s in runner.program.lower(None, runner.options).inputs}
