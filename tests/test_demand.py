@@ -324,3 +324,12 @@ def test_a_query_of_a_long_sum():
     runner = Program(src).compile("reference")
     x = np.arange(3.0)
     np.testing.assert_allclose(runner.query("Y", {0: -1}, X=x), 2000 * x[-1])
+
+
+def test_inputs_may_be_called_name_select_or_self():
+    # query(name, select, /, **inputs) and __call__(self, /, **inputs): an input whose name is a parameter's
+    # still reaches the program (a TypeError "multiple values for argument 'select'" before; a text mutant found it)
+    runner = Program("Y[i] = name[i] + select[i] + self[i]\nexport Y\n").compile("reference")
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(runner(name=x, select=x, self=x)["Y"], 3 * x)
+    np.testing.assert_array_equal(runner.query("Y", {0: -1}, name=x, select=x, self=x), 6.0)

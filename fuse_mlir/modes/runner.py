@@ -72,7 +72,7 @@ class Runner:
     # that is gone takes its entry with it; ids are reused)
     _plans: weakref.WeakKeyDictionary[Any, Any] = field(default_factory=weakref.WeakKeyDictionary, repr=False)
 
-    def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
+    def __call__(self, /, **inputs: Any) -> dict[str, np.ndarray]:
         native = self._native
         if native is not None and self._fast_version == self.program.sources_version:
             result = native[0](inputs)
@@ -96,8 +96,10 @@ class Runner:
                 return result
         return self.run(inputs, out=out)
 
-    def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, **inputs: Any) -> np.ndarray:
+    def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, /, **inputs: Any) -> np.ndarray:
         """Evaluate only what tensor ``name`` depends on, optionally selecting positions of its axes.
+
+        ``name`` and ``select`` are positional only, so an input may be called ``name`` or ``select``.
 
         ``select`` maps an axis (index name or position) to an int (the axis
         goes) or a slice; ``inputs`` need only hold what ``name`` depends on.

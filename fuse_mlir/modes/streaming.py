@@ -340,11 +340,11 @@ class StreamingRunner(Runner):
         self._specs = specs
         return specs
 
-    def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, **inputs: Any) -> np.ndarray:
+    def query(self, name: str, select: Mapping[str | int, int | slice] | None = None, /, **inputs: Any) -> np.ndarray:
         """Demand queries evaluate a whole program once; a step depends on the runner's history, so none here."""
         raise FuseRuntimeError("query() is not available in streaming mode: call the runner to advance a step")
 
-    def reset(self, **initial: Any) -> None:
+    def reset(self, /, **initial: Any) -> None:
         """Restart at time 0; ``initial`` gives the history (window) of tensors read from earlier steps."""
         assert self.plan is not None
         self.time = 0

@@ -269,11 +269,11 @@ def _more_runs(
 ) -> str | None:
     """After a mutant's first run: two more streaming steps (so the kept history is read, not only zeros); or
     a second run, which must give the first's outputs (a buffer the first run left behind, in the arena or
-    written in place, must not leak into the next), and a demand query of one export's last row, which must
-    equal that row of the run's own export (and joins ``got``, to be compared across backends). The export
-    queried is number ``pick`` (modulo their count) of those with rows: each query compiles a demand program,
-    so a mutant asks one, and the mutants' seeds spread the queries over all exports. Returns why a run
-    disagrees with the first, or None."""
+    written in place, must not leak into the next), and a demand query of part of one export, which must
+    equal that part of the run's own export (and joins ``got``, to be compared across backends). ``pick``
+    chooses the export (of those with rows) and the selection (:data:`QUERIES`): each query compiles a demand
+    program, so a mutant asks one, and the mutants' seeds spread the queries over all exports and selections.
+    Returns why a run disagrees with the first, or None."""
     if mode == "streaming":
         for step in (2, 3):
             got.update({f"{k}@{step}": np.array(v, copy=True) for k, v in runner.run(given, write_sinks=False).items()})
@@ -282,16 +282,26 @@ def _more_runs(
     why = compare(got, again)
     if why is not None:
         return f"a second run differs from the first: {why}"
-    rows = [k for k, v in got.items() if v.ndim > 0 and v.shape[0] > 0 and "#" not in k]
+    rows = [k for k, v in got.items() if v.ndim > 0 and v.size > 0 and "#" not in k]
     if not rows:
         return None
     name = rows[pick % len(rows)]
-    answer = np.array(runner.query(name, {0: -1}, **given), copy=True)
-    why = compare({name: got[name][-1]}, {name: answer})
+    label, select, index = QUERIES[pick // len(rows) % len(QUERIES)]
+    answer = np.array(runner.query(name, select, **given), copy=True)
+    why = compare({name: got[name][index]}, {name: answer})
     if why is not None:
-        return f"query({name!r}, {{0: -1}}) differs from the run's export: {why}"
-    got[f"{name}?[-1]"] = answer
+        return f"query({name!r}, {label}) differs from the run's export: {why}"
+    got[f"{name}?{label}"] = answer
     return None
+
+
+QUERIES: tuple[tuple[str, dict[int, int | slice], Any], ...] = (
+    ("{0: -1}", {0: -1}, -1),
+    ("{0: ::2}", {0: slice(None, None, 2)}, slice(None, None, 2)),
+    ("{-1: 0}", {-1: 0}, (Ellipsis, 0)),
+)
+"""The demand queries a mutant may ask of an export (label, selection, the NumPy index of the run's export
+that must equal the answer): the last row, every other row (a slice), position 0 of the last axis."""
 
 
 def _located(text: str) -> bool:
