@@ -75,13 +75,23 @@ def _einsum_kernel(arrays: list[np.ndarray], names: list[tuple], out: tuple) -> 
     itself, as the native and hand-off backends compute it: einsum adds each product to a zero, which turns a
     negative zero (``-1.5 * 0``) into +0, and ``1 / that`` into +inf instead of -inf."""
     if arrays and all(n in out for ns in names for n in ns) and all(len(set(ns)) == len(ns) for ns in names):
-        aligned = [align(a, ns, out) for a, ns in zip(arrays, names)]
-        product = aligned[0]
-        for a in aligned[1:]:
-            product = product * a
-        shape = broadcast_shape(*[a.shape for a in aligned])
-        return np.array(np.broadcast_to(product, shape))
+        return np.array(_broadcast_product(arrays, names, out))
     return np.einsum(einsum_spec(tuple(map(tuple, names)), tuple(out)), *arrays, optimize=len(arrays) > 2)
+
+
+def _broadcast_product(
+    arrays: Sequence[np.ndarray], names: Sequence[Sequence[str]], target: Sequence[str]
+) -> np.ndarray:
+    """The product of ``arrays`` (axes ``names``) over the axes ``target``, which holds every name: each operand
+    aligned to ``target`` and multiplied by NumPy, broadcast to the full shape (a read-only view)."""
+    ext: dict[str, int] = {}
+    for a, ns in zip(arrays, names):
+        for n, size in zip(ns, a.shape):
+            ext.setdefault(n, size)
+    prod = align(arrays[0], names[0], target)
+    for a, ns in zip(arrays[1:], names[1:]):
+        prod = prod * align(a, ns, target)
+    return np.broadcast_to(prod, [ext[n] for n in target])
 
 
 def _reduce_kernel(
@@ -90,16 +100,7 @@ def _reduce_kernel(
     """A max/min/prod-projected product: the broadcast product of the operands, reduced over what ``out`` lacks."""
     axes_of = [[str(n) for n in ns] for ns in names]
     full = [str(n) for n in distinct(names)]
-    ext: dict[str, int] = {}
-    for a, ns in zip(arrays, axes_of):
-        for n, s in zip(ns, a.shape):
-            ext.setdefault(n, s)
-    prod = None
-    for a, ns in zip(arrays, axes_of):
-        x = align(a, ns, full)
-        prod = x if prod is None else prod * x
-    assert prod is not None
-    prod = np.broadcast_to(prod, [ext[n] for n in full])
+    prod = _broadcast_product(arrays, axes_of, full)
     kept = [str(n) for n in out]
     res = nb.reduce(prod, tuple(k for k, n in enumerate(full) if n not in kept), proj)
     return align(res, [n for n in full if n in kept], kept)
