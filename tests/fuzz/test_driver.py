@@ -209,13 +209,61 @@ def test_tiny_inputs_follow_the_specs() -> None:
     assert seen == set(driver.MUTANT_EXTENTS)  # the mutants' seeds spread over every extent
 
 
+def test_axis_classes_follow_the_programs_checks() -> None:
+    # Axes an equation joins are one class; an axis declaration fixes its class's extent; an axis that only
+    # a slice constrains is its own class.
+    prog = Program("axis n = 5\nY[i] = W[i, j] X[j]\nZ[k] = W[k, 0:2] V[k]\nR[n] = U[n]\nexport Y, Z, R\n")
+    classes = driver.axis_classes(prog.lower().module)
+    of = classes.of
+    assert of[("W", 1)] == of[("X", 0)] and of[("W", 0)] == of[("V", 0)] and of[("W", 0)] != of[("W", 1)]
+    assert classes.fixed == {of[("U", 0)]: 5}
+    runner = prog.compile("reference")
+    shapes = set()
+    for seed in range(40):
+        got = driver.tiny_inputs(runner.input_specs(), seed, classes)
+        w, x, v, u = got["W"].shape, got["X"].shape, got["V"].shape, got["U"].shape
+        assert x == (w[1],) and v == (w[0],) and u == (5,)
+        shapes.add(w)
+        if w[1] >= 2:
+            runner.run(got)  # passes the program's checks
+    assert len({w for w in shapes if w[0] != w[1]}) >= 6  # the classes draw their extents apart
+
+
+def test_half_the_mutants_run_on_an_extent_per_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A mutant whose key picks mixed extents runs on them; where the first configuration raises on them (a slice
+    # longer than the axis drawn), it runs again on one extent for every axis.
+    assert {driver.mixed_extents(key) for key in range(1 << 16, 1 << 18, 1 << 15)} == {True, False}
+    passes: list[bool] = []
+    real = driver._compile_text
+
+    def spy(source: str, configs: list, key: int, mixed: bool) -> object:
+        passes.append(mixed)
+        return real(source, configs, key, mixed)
+
+    monkeypatch.setattr(driver, "_compile_text", spy)
+    monkeypatch.setattr(driver, "mixed_extents", lambda key: True)
+    assert driver.compile_text("Y[i] = W[i, j] X[j]\nexport Y\n", ["reference", "llvm-O2"]) == ("ok", "")
+    assert passes == [True]
+    passes.clear()
+    # a concat's length is a derived extent, which the classes do not follow: here W's drawn extent is not the
+    # sum of A's and B's, and the reference raises
+    src = "Y[a] = concat(A[a], B[a]) + W[a]\nexport Y\n"
+
+    def inputs(specs: dict, seed: int, classes: object = None) -> dict:
+        return {"A": np.ones(1), "B": np.ones(1 if classes is not None else 2), "W": np.ones(3)}
+
+    monkeypatch.setattr(driver, "tiny_inputs", inputs)
+    assert driver.compile_text(src, ["reference", "llvm-O2"]) == ("ok", "")
+    assert passes == [True, False]
+
+
 def test_a_value_where_the_reference_raised_is_a_disagreement(monkeypatch: pytest.MonkeyPatch) -> None:
     # A backend that skips a run-time check (here: the reference's inputs hold an out-of-range position, the
     # other configuration's do not) returns a value where the reference raised a located error.
     src = "Z[i] = V[N[i]]\nexport Z\n"
     real = driver.tiny_inputs
 
-    def inputs(specs: dict, seed: int) -> dict:
+    def inputs(specs: dict, seed: int, classes: object = None) -> dict:
         out = real(specs, seed)
         if inputs.calls == 0:
             out["N"] = out["N"] + 99
@@ -224,6 +272,7 @@ def test_a_value_where_the_reference_raised_is_a_disagreement(monkeypatch: pytes
 
     inputs.calls = 0  # type: ignore[attr-defined]
     monkeypatch.setattr(driver, "tiny_inputs", inputs)
+    monkeypatch.setattr(driver, "mixed_extents", lambda key: False)
     status, detail = driver.compile_text(src, ["reference", "llvm-O2"])
     assert status == "disagree", detail
     assert detail.startswith("llvm-O2 (mode single) has a value where reference raised: ")
@@ -294,3 +343,43 @@ def test_a_mutant_runs_twice_and_the_runs_must_agree() -> None:
     assert why is not None and why.startswith(
         "a second run differs from the first: Y: value np.float64(2.0) at flat 1, expected np.float64(1.0)"
     )
+
+
+def test_a_quarter_of_the_mutants_add_a_monte_carlo_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sample tables come from the seed, the same on every backend: every configuration's estimate must be
+    # the reference's. A backend that drew other samples (here: the second configuration's seed is off by one)
+    # disagrees on the estimate alone.
+    from fuse_mlir.modes import monte_carlo
+
+    samples = [driver.monte_carlo_samples(key) for key in range(0, 1 << 22, 1 << 15)]
+    assert 0.15 < samples.count(0) / len(samples) < 0.95 and {s for s in samples if s} == {2, 3, 4}
+    src = "S[i] = A[i, j] B[j]\nM[i] max= A[i, j]\nexport S, M\n"
+    rng = np.random.default_rng(0)
+    given = {"A": rng.uniform(-2, 2, (3, 4)), "B": rng.uniform(-2, 2, 4)}
+    monkeypatch.setattr(driver, "tiny_inputs", lambda specs, seed, classes=None: dict(given))
+    monkeypatch.setattr(driver, "monte_carlo_samples", lambda key: 2)
+    seen: list[dict] = []
+    real_mc = driver._monte_carlo
+
+    def spy(*args: object) -> dict:
+        seen.append(real_mc(*args))  # type: ignore[arg-type]
+        return seen[-1]
+
+    monkeypatch.setattr(driver, "_monte_carlo", spy)
+    assert driver.compile_text(src, ["reference", "llvm-O2", "torch"]) == ("ok", "")
+    assert [sorted(s) for s in seen] == [["M~mc", "S~mc"]] * 3
+    exact = given["A"] @ given["B"]
+    assert not np.allclose(seen[0]["S~mc"], exact)  # two samples of four positions: an estimate
+    assert np.all(seen[0]["M~mc"] <= given["A"].max(axis=1))
+    real_call = monte_carlo.MonteCarlo.__call__
+    calls = [0]
+
+    def off_by_one(self: monte_carlo.MonteCarlo, lowered: object, arrays: dict) -> object:
+        calls[0] += 1
+        if calls[0] > 1:
+            self.seed += 1
+        return real_call(self, lowered, arrays)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(monte_carlo.MonteCarlo, "__call__", off_by_one)
+    status, detail = driver.compile_text(src, ["reference", "llvm-O2"])
+    assert status == "disagree" and detail.startswith("llvm-O2 (mode single) against reference: S~mc: value"), detail

@@ -168,26 +168,105 @@ recursive or streamed program is compiled again in the mode its error names, so 
 lowerings (and the run, when it names no inputs) meet mutants too, not only the error that stops single mode."""
 
 
-#: The extents a text mutant's inputs may have: every axis of one mutant has the same extent, drawn from these
-#: by the mutant's text, so that indices a mutant shares between inputs agree and integer inputs are valid
-#: positions; 1 reaches the single-element edge cases, 3 and 4 the vector remainders.
+#: The extents a text mutant's inputs may have, drawn by the mutant's text: 1 reaches the single-element edge
+#: cases, 3 and 4 the vector remainders.
 MUTANT_EXTENTS = (1, 2, 3, 4)
 
 
-def tiny_inputs(specs: Mapping[str, Any], seed: int) -> dict[str, np.ndarray]:
-    """Inputs for a text mutant from its runner's input specs: every axis of one extent of
-    :data:`MUTANT_EXTENTS` (chosen by ``seed``), floats in [-2, 2), integers in [0, extent), booleans at
-    random; drawn from ``seed``."""
+@dataclass(frozen=True)
+class AxisClasses:
+    """Which input axes a program requires to be equal, read from its tensor_eq checks: ``of`` maps
+    (input, axis) to a class, ``fixed`` a class to the constant extent it must have (a source file's shape, an
+    ``axis`` declaration). Axes that no check joins are absent and get their own extents."""
+
+    of: Mapping[tuple[str, int], int]
+    fixed: Mapping[int, int]
+
+
+def axis_classes(module: Any) -> AxisClasses:
+    """The classes of input axes that ``te.check_dim`` equalities join in ``module`` (a union-find over
+    (input, axis)): so that a mutant's inputs can have a different extent per class, which uniform extents
+    cannot tell from a transposed access, and still pass the program's shape checks. Checks against derived
+    extents (a slice's length, a concat's sum) are not followed: an input they constrain may fail them, and
+    the mutant then runs on uniform extents (:func:`compile_text`)."""
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import IntegerAttr
+
+    from fuse_mlir.dialects import tensor_eq as te
+
+    parent: dict[Any, Any] = {}
+
+    def find(x: Any) -> Any:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def node(value: Any) -> Any:
+        """An input's axis, a constant, or None for any other extent."""
+        op = value.owner
+        if isinstance(op, te.DimOp) and isinstance(op.source.owner, te.InputOp):
+            return (op.source.owner.tensor_name.data, op.axis.value.data)
+        if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+            return ("#const", op.value.value.data)
+        return None
+
+    for op in module.walk():
+        if isinstance(op, te.DimOp) and isinstance(op.source.owner, te.InputOp):
+            find(node(op.results[0]))
+        if isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq":
+            a, b = node(op.lhs), node(op.rhs)
+            if a is not None and b is not None:
+                parent[find(a)] = find(b)
+    ids: dict[Any, int] = {}
+    of: dict[tuple[str, int], int] = {}
+    fixed: dict[int, int] = {}
+    for key in sorted(parent, key=repr):
+        cls = ids.setdefault(find(key), len(ids))
+        if key[0] == "#const":
+            fixed[cls] = key[1]
+        else:
+            of[key] = cls
+    return AxisClasses(of, fixed)
+
+
+def mixed_extents(seed: int) -> bool:
+    """Whether the mutant with this text key draws an extent per axis class (else one for every axis)."""
+    return (seed >> 16) & 1 == 1
+
+
+def tiny_inputs(specs: Mapping[str, Any], seed: int, classes: AxisClasses | None = None) -> dict[str, np.ndarray]:
+    """Inputs for a text mutant from its runner's input specs, drawn from ``seed``: floats in [-2, 2), integers
+    in [0, the smallest extent) (valid positions of any axis), booleans at random.
+
+    Every axis has one extent of :data:`MUTANT_EXTENTS` (chosen by ``seed``), unless ``classes`` are given:
+    then each class of axes draws its own extent (or has its fixed one) and every other axis its own."""
     rng = np.random.default_rng(seed)
-    extent = MUTANT_EXTENTS[seed % len(MUTANT_EXTENTS)]
+    uniform = MUTANT_EXTENTS[seed % len(MUTANT_EXTENTS)]
+    shapes: dict[str, tuple[int, ...]] = {}
+    if classes is None:
+        shapes = {name: (uniform,) * spec.rank for name, spec in specs.items()}
+    else:
+        drawn: dict[int, int] = dict(classes.fixed)
+        for name, spec in specs.items():
+            dims: list[int] = []
+            for axis in range(spec.rank):
+                cls = classes.of.get((name, axis))
+                if cls is None:
+                    dims.append(int(rng.choice(MUTANT_EXTENTS)))
+                else:
+                    dims.append(drawn.setdefault(cls, int(rng.choice(MUTANT_EXTENTS))))
+            shapes[name] = tuple(dims)
+    low = min((e for s in shapes.values() for e in s), default=uniform)
     out: dict[str, np.ndarray] = {}
     for name, spec in specs.items():
-        shape = (extent,) * spec.rank
+        shape = shapes[name]
         dtype = np.dtype(spec.dtype)
         if dtype.kind == "f":
             out[name] = rng.uniform(-2.0, 2.0, shape).astype(dtype)
         elif dtype.kind in "iu":
-            out[name] = rng.integers(0, extent, shape).astype(dtype)
+            out[name] = rng.integers(0, max(low, 1), shape).astype(dtype)
         else:
             out[name] = rng.integers(0, 2, shape).astype(dtype)
     return out
@@ -197,18 +276,35 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
     """A text mutant: parse, resolve, lower, compile and run, in single mode and, where the error names one
     (:data:`MODE_HINTS`) and the configuration runs it, in that mode.
 
-    A mutant that names inputs runs on :func:`tiny_inputs`. Every configuration's run is compared with the
-    first configuration's (the reference, in the fuzzer's lists) where both compiled in the same mode: a
-    value that differs, a run-time error where the first has a value, or a value where the first raised a
-    run-time error (an unchecked out-of-range position, say) is a disagreement. A FuseError without a
-    location, or any other exception, is a crash."""
+    A mutant that names inputs runs on :func:`tiny_inputs`: half the mutants (by their text) on an extent per
+    class of axes that the program's checks join (:func:`axis_classes`), and on one extent for every axis
+    if the first configuration raises a run-time error on those (a derived extent that the classes do not
+    follow); the other half on one extent. Every configuration's run is compared with the first
+    configuration's (the reference, in the fuzzer's lists) where both compiled in the same mode: a value that
+    differs, a run-time error where the first has a value, or a value where the first raised a run-time error
+    (an unchecked out-of-range position, say) is a disagreement. A FuseError without a location, or any other
+    exception, is a crash."""
     import zlib
 
+    key = zlib.crc32(source.encode("utf-8", "replace"))
+    if mixed_extents(key):
+        got = _compile_text(source, configs, key, True)
+        if got is not None:
+            return got
+    got = _compile_text(source, configs, key, False)
+    assert got is not None
+    return got
+
+
+def _compile_text(source: str, configs: list[str], key: int, mixed: bool) -> tuple[str, str] | None:
+    """:func:`compile_text` on one kind of extents; None where ``mixed`` and the first configuration raised a
+    run-time error."""
     from fuse_mlir import FuseError, Program
     from fuse_mlir.diagnostics import diagnostic_handler
 
     # the first configuration that compiled: its name, mode, and outputs or run-time error text
     first: tuple[str, str | None, dict[str, np.ndarray] | str] | None = None
+    classes: AxisClasses | None = None
     for config in configs:
         mode: str | None = None
         while True:
@@ -219,14 +315,17 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
                     options: dict[str, Any] = {"mode": mode} if mode else {}
                     runner = prog.compile(**CONFIGS[config], **options)
                     compiled = True
-                    key = zlib.crc32(source.encode("utf-8", "replace"))
-                    given = tiny_inputs(runner.input_specs(), key)
+                    if mixed and classes is None:
+                        classes = _classes_of(prog, mode)
+                    given = tiny_inputs(runner.input_specs(), key, classes if mixed else None)
                     # no sinks: a mutant's sink paths are arbitrary text
                     out = runner.run(given, write_sinks=False)
                     got = {k: np.array(v, copy=True) for k, v in out.items()}
                     why = _more_runs(runner, given, got, mode, key // len(MUTANT_EXTENTS))
                     if why is not None:
                         return "disagree", f"{config} (mode {mode or 'single'}): {why}"
+                    if mode is None and monte_carlo_samples(key):
+                        got.update(_monte_carlo(prog, config, given, key))
                 if first is None:
                     first = (config, mode, got)
                 elif first[1] == mode:
@@ -247,6 +346,8 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
                     mode = wanted
                     continue
                 if compiled and first is None:
+                    if mixed:
+                        return None
                     first = (config, mode, text)
                 elif compiled and first is not None and first[1] == mode and not isinstance(first[2], str):
                     return "disagree", (
@@ -262,6 +363,39 @@ def compile_text(source: str, configs: list[str]) -> tuple[str, str]:
                 return "crash", f"{config} (mode {mode or 'single'}): {type(e).__name__}: {e}\n{tb}"
             break
     return "ok", ""
+
+
+def monte_carlo_samples(key: int) -> int:
+    """The samples of the Monte Carlo run that a quarter of the single-mode mutants (by their text key) add: 2
+    to 4, against projections of 1 to 4^k positions, so ops are both sampled and left exact; 0 for none."""
+    return 2 + (key >> 19) % 3 if (key >> 17) & 3 == 0 else 0
+
+
+def _monte_carlo(prog: Any, config: str, given: dict[str, np.ndarray], key: int) -> dict[str, np.ndarray]:
+    """The mutant's outputs under ``projection="monte_carlo"`` (labelled ``name~mc``), seeded by its key.
+
+    The sample tables are drawn by NumPy from the seed, the same on every backend, so every configuration's
+    estimate must equal the reference's. A located error is recorded as ``~mc raised`` (every configuration
+    must raise one too); an unlocated one propagates (a crash)."""
+    from fuse_mlir import FuseError
+
+    try:
+        runner = prog.compile(
+            **CONFIGS[config], projection="monte_carlo", samples=monte_carlo_samples(key), seed=key % 1000
+        )
+        out = runner.run(given, write_sinks=False)
+    except FuseError as e:
+        if not _located(str(e)):
+            raise
+        return {"~mc raised": np.array(1)}
+    return {f"{k}~mc": np.array(v, copy=True) for k, v in out.items()}
+
+
+def _classes_of(prog: Any, mode: str | None) -> AxisClasses:
+    """The axis classes of ``prog``'s lowering in ``mode`` (the one the runner just compiled)."""
+    from fuse_mlir.lowered import LowerOptions
+
+    return axis_classes(prog.lower(options=LowerOptions(mode=mode) if mode else None).module)
 
 
 def _more_runs(
