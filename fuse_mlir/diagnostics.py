@@ -43,6 +43,11 @@ def source_line(filename: str, line: int) -> str | None:
     return None
 
 
+#: The most columns of a source line a diagnostic shows: a longer line (a generated 5,000-term sum) is shown
+#: as a window around the caret.
+SHOWN_WIDTH = 160
+
+
 @dataclass(frozen=True, slots=True)
 class Loc:
     """A source position: file name, 1-based line and column, and token length."""
@@ -61,7 +66,14 @@ class Loc:
         if text is None:
             return ""
         text = text.replace("\t", " ")
-        caret = " " * (self.col - 1) + "^" + "~" * max(0, min(self.length, len(text) - self.col + 1) - 1)
+        col, cut_end = self.col - 1, False
+        if len(text) > SHOWN_WIDTH:  # a window around the caret, marked "..." where the line is cut
+            start = min(max(0, col - SHOWN_WIDTH // 2), len(text) - SHOWN_WIDTH)
+            cut_end = start + SHOWN_WIDTH < len(text)
+            text = ("..." if start else "") + text[start : start + SHOWN_WIDTH] + ("..." if cut_end else "")
+            col += (3 if start else 0) - start
+        width = min(self.length, len(text) - (3 if cut_end else 0) - col)
+        caret = " " * col + "^" + "~" * max(0, width - 1)
         return f"    {text}\n    {caret}"
 
     def encode(self) -> str:

@@ -266,6 +266,31 @@ def test_too_many_operators_is_a_located_error():
     assert "expression too long" in err.message and err.loc is not None and err.loc.line == 2
 
 
+def test_a_long_line_is_shown_as_a_window_around_the_caret():
+    # A generated 5,000-term sum or a 5,000-digit literal: the error shows at most SHOWN_WIDTH columns of the
+    # line (marked "..." where cut), with the caret under the same token.
+    from fuse_mlir.diagnostics import SHOWN_WIDTH
+    from fuse_mlir.frontend.parser import MAX_OPERATORS
+
+    terms = [f"{k % 7 + 1} X{k % 5}[i]" for k in range(MAX_OPERATORS)]
+    for src, token in [
+        ("Y[i] = " + " + ".join(terms) + "\n", "+"),  # the caret in the middle of the line
+        ("Y[i] = X[i] * " + "9" * 5000, "9" * 20),  # at the start, with a long token
+        ("Y[i] = " + " + ".join(terms[:200]) + " + )", ")"),  # at the end
+    ]:
+        err = compile_error(src)
+        text, caret = err.loc.render().splitlines()
+        assert len(text) <= SHOWN_WIDTH + 10 and len(caret) <= len(text)
+        col = caret.index("^")
+        assert text[col:].startswith(token[: len(caret) - col]), (text, caret)
+        assert text.startswith("    ...") == (err.loc.col > SHOWN_WIDTH // 2)
+        width = len(caret) - col
+        line = src.splitlines()[err.loc.line - 1]
+        assert text[col : col + width] == line[err.loc.col - 1 : err.loc.col - 1 + width]
+    short = compile_error("Y[i] = X[i] + )")
+    assert short.loc.render() == "    Y[i] = X[i] + )\n                  ^"
+
+
 def test_integer_literal_too_large_is_located():
     err = compile_error("Y[i] = X[i] * " + "9" * 5000)
     assert "integer literal too large" in err.message

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuse_mlir.diagnostics import FuseError, Loc
+from fuse_mlir.diagnostics import SHOWN_WIDTH, FuseError, Loc
 from fuse_mlir.frontend import ast as A
 from fuse_mlir.frontend.lexer import NEWLINE, tokenize
 from fuse_mlir.frontend.parser import MAX_NESTING, parse, parse_expression
@@ -109,11 +109,17 @@ def check_error(text: str, line: int, col: int, fragment: str) -> FuseError:
     assert fragment in e.message, e.message
     rendered = str(e)
     assert f"e.fuse:{line}:{col}: error:" in rendered
-    source_line = text.splitlines()[line - 1] if text.splitlines() else ""
-    assert source_line.replace("\t", " ") in rendered
-    caret_line = rendered.splitlines()[2]
+    source_line = (text.splitlines()[line - 1] if text.splitlines() else "").replace("\t", " ")
+    shown, caret_line = rendered.splitlines()[1:3]
     assert caret_line.strip().startswith("^")
-    assert caret_line.index("^") == 4 + col - 1  # "    " indent, then column
+    if len(source_line) <= SHOWN_WIDTH:
+        assert shown == "    " + source_line
+        assert caret_line.index("^") == 4 + col - 1  # "    " indent, then column
+    else:  # a window of the line around the caret, "..." where it is cut
+        cut = 3 if shown.startswith("    ...") else 0
+        window = shown[4 + cut :].removesuffix("...")
+        assert window in source_line and len(window) == SHOWN_WIDTH
+        assert shown[caret_line.index("^")] == source_line[col - 1]  # the caret under the error's character
     return e
 
 
