@@ -256,6 +256,19 @@ def test_numba_renders_prange_for_parallel_loops():
     assert "prange(" not in render_module(module, parallel=False)[0]
 
 
+@pytest.mark.parametrize("src", ["S = X[i] X[i]", "S = 2.0 * 3", "Y[i] = X[i] + 1\nS = X[i] X[i]"])
+def test_numba_parallel_warns_of_nothing(src: str):
+    # A program without a parallel loop (full reductions, scalars) is jitted without parallel=True, so numba's
+    # "no transformation for parallel execution was possible" does not reach the user at the first call.
+    numba = pytest.importorskip("numba")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numba.NumbaPerformanceWarning)
+        got = Program(src).compile("numba", parallel=True)(**({"X": np.arange(3.0)} if "X" in src else {}))
+    assert float(got["S"]) == (5.0 if "X" in src else 6.0)
+
+
 COMPILE_PROGRAMS = ["embedding.fuse", "attention.fuse"]
 
 

@@ -102,7 +102,10 @@ def numba_program(
         **constants,
     }
     exec(compile(source, f"<fuse numba {key[:12]}>", "exec"), namespace)  # noqa: S102 - our own rendered code
-    function = numba.njit(parallel=parallel, error_model="numpy", cache=False, boundscheck=check_bounds)(
+    # parallel only where a prange was rendered: numba warns (NumbaPerformanceWarning, at the first call) when
+    # parallel=True finds nothing to parallelise, as in a program of full reductions or scalars only
+    threaded = parallel and "prange(" in source
+    function = numba.njit(parallel=threaded, error_model="numpy", cache=False, boundscheck=check_bounds)(
         namespace["fuse_main"]
     )
     arg_types = {op.slot.value.data: op.result.type for op in main.walk() if isinstance(op, loop.ArgOp)}
