@@ -47,6 +47,9 @@ ERRORS = [
     # literals folded while lowering: the error an integer tensor's run raises, located (was an internal ValueError)
     ("Y = pow(2, -1)", "negative integer power (exponent -1)", 1, 5),
     ("Y[i] = X[i] pow(abs(0) + 1, -1)", "negative integer power", 1, 13),
+    ("Y[i, j] = tucker_dense(X[i, j], rank=0)", "tucker_dense: rank must be positive, got 0", 1, 11),
+    ("Y[i, j] = tucker_dense(X[i, j], rank=[2])", "1 ranks given for a tensor of rank 2", 1, 11),
+    ("Y[i, j] = tucker_dense(X[i, j], rank=1.5)", "rank must be a positive integer or one per axis", 1, 11),
 ]
 
 
@@ -148,6 +151,37 @@ def test_runtime_extent_conflict_names_the_joining_equation(backend):
     err = info.value
     assert err.loc is not None and err.loc.line == 2, str(err)
     assert "in W[i, j]" in err.message and "in V[j]" in err.message, err.message
+
+
+BLOCK_SHAPES = [
+    # (source, inputs, message): a model block's shape precondition, checked ahead of the block (a te.check_dim
+    # at the call) with one located message on every backend; the block's own checks were unlocated and worded
+    # differently per backend, and numba's called topk's "an array of this program is too large"
+    (
+        '"top.json" = topk(S[q, n], k=2)\nY[q] = S[q, n]',
+        {"S": np.ones((3, 1))},
+        "topk: k = 2 is more than the extent of its axis n, 1",
+    ),
+    ("Y[p, e] = rope(X[p, e])", {"X": np.ones((2, 3))}, "rope needs an even feature extent: e is 3"),
+]
+
+
+@pytest.mark.parametrize("src, inputs, message", BLOCK_SHAPES, ids=["topk", "rope"])
+@pytest.mark.parametrize("backend", ["reference", "llvm", "torch", "jax", "numba"])
+def test_a_blocks_shape_precondition_is_one_located_error(
+    src: str, inputs: dict, message: str, backend: str, tmp_path: Any
+) -> None:
+    if backend in ("torch", "jax", "numba"):
+        pytest.importorskip(backend)
+    runner = Program(src + "\nexport Y\n", filename="prog.fuse").compile(backend, out_root=tmp_path)
+    with pytest.raises(FuseRuntimeError) as info:
+        runner(**inputs)
+    err = info.value
+    assert err.message == message
+    assert err.loc is not None and (err.loc.line, err.loc.col) == (1, src.index(src.split("= ")[1].split("(")[0]) + 1)
+    # at the limit it runs: k equal to the extent, an even feature axis
+    fine = {k: np.ones(v.shape[:-1] + (2,)) for k, v in inputs.items()}
+    assert runner(**fine)["Y"].shape[0] == next(iter(fine.values())).shape[0]
 
 
 def test_runtime_extent_conflict_message_matches_spec_wording():

@@ -334,12 +334,12 @@ class ArrayOps:
         return self.transpose(out, inverse)
 
     def tucker_dense(self, x: Array, rank: Any, threshold: float) -> Array:
-        from fuse_mlir.interp.numpy_builtins import _tucker_ranks
+        from fuse_mlir.interp.numpy_builtins import tucker_ranks
 
         dtype = self.numpy_dtype(x)
         if len(x.shape) == 0:
             return self.astype(x > threshold, dtype)
-        ranks = _tucker_ranks(tuple(x.shape), rank)
+        ranks = tucker_ranks(tuple(x.shape), rank)
         if _size(x) == 0:
             return self.zeros(x.shape, dtype)
         us: list[Array | None] = []

@@ -640,12 +640,20 @@ class SliceLenOp(IRDLOperation):
             raise VerifyException("te.slice_len: slice step cannot be zero")
 
 
-CHECK_PREDICATES = {"eq": lambda a, b: a == b, "lt": lambda a, b: a < b}
+#: The relations ``te.check_dim`` asserts between its two extents: equal, less than, at most, and ``dvd``
+#: (``rhs`` divides ``lhs``: rope's even feature axis).
+CHECK_PREDICATES = {
+    "eq": lambda a, b: a == b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "dvd": lambda a, b: b != 0 and a % b == 0,
+}
 
 
 @irdl_op_definition
 class CheckDimOp(IRDLOperation):
-    """Assert ``lhs == rhs`` (or ``lhs < rhs`` with ``predicate = "lt"``) on extents before anything runs.
+    """Assert ``lhs == rhs`` (or another of :data:`CHECK_PREDICATES` named by ``predicate``) on extents before
+    the values that depend on them are computed.
 
     ``message`` is a template with ``{0}``/``{1}`` for the two values, saying
     where each came from.

@@ -48,6 +48,7 @@ from fuse_mlir.frontend.resolve import (
 )
 from fuse_mlir.frontend.shapes import DimDef, Dims, Key, Where
 from fuse_mlir.interp import dtypes as dt
+from fuse_mlir.interp.numpy_builtins import tucker_ranks
 from fuse_mlir.io.sources import FACT_SUFFIXES
 from fuse_mlir.lowered import MODES, STATUS_SEP, FixpointGroup, InputSpec, Lowered, LowerOptions
 
@@ -1402,6 +1403,7 @@ class Lowerer:
             if pos == 0:
                 raise FuseError("rope: the feature axis needs a sequence axis before it", call.loc)
             roles = {"feature": axis, "sequence": x.names[pos - 1]}  # type: ignore[dict-item]
+            self.check_call_extents(call, axis, 2, f"rope needs an even feature extent: {axis} is {{0}}", "dvd")
             params["base"] = float(self.static_param(call, "base", 10000.0))
             out = list(x.names)
             dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
@@ -1410,6 +1412,10 @@ class Lowerer:
             x = vals[0]
             rank = self.static_param(call, "rank")
             if rank is not None:
+                try:  # the run's own rule, at the call: a positive int, or one per axis
+                    tucker_ranks((1,) * len(x.names), rank)  # type: ignore[arg-type]
+                except ValueError as e:
+                    raise FuseError(str(e), call.loc) from None
                 params["rank"] = rank
             params["threshold"] = float(self.static_param(call, "threshold", 0.5))
             out = list(x.names)
@@ -1423,11 +1429,26 @@ class Lowerer:
                 raise FuseError("topk needs k= a non-negative integer", call.loc)
             params["k"] = k
             roles = {"axis": axis}  # type: ignore[dict-item]
+            message = f"topk: k = {{0}} is more than the extent of its axis {axis}, {{1}}"
+            self.check_call_extents(call, k, axis, message, "le")
             out = [n if n != axis else f"{axis}@top" for n in x.names]
             shape = [k if n == f"{axis}@top" else s for n, s in zip(out, self.shape(x.names))]
             types = [te.tensor_type(np.int64, shape), te.tensor_type(x.dtype, shape)]
         op = self.emit(te.BlockOp(b.name, [t.value for t in vals], [t.names for t in vals], out, roles, types, params))
+        set_location(op, call.loc)  # a block's run-time error (tucker_dense's SVD) names the call
         return list(op.results)
+
+    def check_call_extents(self, call: A.Call, lhs: str | int, rhs: str | int, message: str, predicate: str) -> None:
+        """A located ``te.check_dim`` (``predicate`` of :data:`te.CHECK_PREDICATES`) between extents of the
+        call's index names and constants (``str``: a name, ``int``: a constant), ahead of the block, so every
+        backend refuses the call's shapes with one message (``{0}``/``{1}``: the two values)."""
+
+        def value(v: str | int) -> SSAValue:
+            if isinstance(v, str):
+                return self.extent(self.L(v))
+            return self.emit(arith.ConstantOp(IntegerAttr(v, IndexType()))).results[0]
+
+        self.emit(te.CheckDimOp(value(lhs), value(rhs), message, call.loc.encode(), predicate))
 
 
 def lower_program(

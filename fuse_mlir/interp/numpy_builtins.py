@@ -477,14 +477,17 @@ def rope(x: ArrayLike, seq_axis: int, feature_axis: int, base: float = 10000.0) 
     return np.moveaxis(out, (-2, -1), (sa, fa))
 
 
-def _tucker_ranks(shape: tuple[int, ...], rank: int | Sequence[int] | None) -> list[int]:
-    """Per-mode truncation ranks for tucker_dense (see its docstring)."""
+def tucker_ranks(shape: tuple[int, ...], rank: int | Sequence[int] | None) -> list[int]:
+    """Per-mode truncation ranks for tucker_dense (see its docstring); ValueError for a rank that is not a
+    positive int or one per mode (the lowering calls it to refuse a bad ``rank=`` at its call)."""
     if rank is None:
         return [max(1, min(n, math.ceil(math.sqrt(n)))) for n in shape]
     if isinstance(rank, int | np.integer) and not isinstance(rank, bool):
         if rank <= 0:
             raise ValueError(f"tucker_dense: rank must be positive, got {rank}")
         return [min(n, int(rank)) for n in shape]
+    if not isinstance(rank, list | tuple):
+        raise ValueError(f"tucker_dense: rank must be a positive integer or one per axis, got {rank!r}")
     ranks = list(rank)
     if len(ranks) != len(shape):
         raise ValueError(f"tucker_dense: {len(ranks)} ranks given for a tensor of rank {len(shape)}")
@@ -508,7 +511,7 @@ def tucker_dense(x: ArrayLike, rank: int | Sequence[int] | None = None, threshol
     xf = _as_float(x)
     if xf.ndim == 0:
         return np.greater(xf, threshold).astype(xf.dtype)
-    ranks = _tucker_ranks(xf.shape, rank)
+    ranks = tucker_ranks(xf.shape, rank)
     if xf.size == 0:
         return np.zeros(xf.shape, dtype=xf.dtype)
     us: list[np.ndarray | None] = []

@@ -589,11 +589,18 @@ class EwToLoop:
 
     def lower_check_dim(self, op: te.CheckDimOp) -> None:
         a, b = self.mapped(op.lhs), self.mapped(op.rhs)
-        pred = op.predicate.data if op.predicate else "eq"
-        if pred not in ("eq", "lt"):
-            raise FuseError(f"lower-ew-to-loop: unknown te.check_dim predicate {pred!r}")
+        pred = op.predicate_name()
         code = self.error(op.message.data, loc_text(op))
-        self.emit(loop.CheckOp(self.val(arith.CmpiOp(a, b, "eq" if pred == "eq" else "slt")), a, b, code))
+        if pred == "dvd":  # b divides a: b != 0 and a % b == 0 (the remainder taken by 1 where b is 0: no UB)
+            zero, one = self.index(0), self.index(1)
+            nonzero = self.val(arith.CmpiOp(b, zero, "ne"))
+            rem = self.val(arith.RemUIOp(a, self.val(arith.SelectOp(nonzero, b, one))))
+            ok = self.val(arith.AndIOp(nonzero, self.val(arith.CmpiOp(rem, zero, "eq"))))
+        elif pred in ("eq", "lt", "le"):
+            ok = self.val(arith.CmpiOp(a, b, {"eq": "eq", "lt": "slt", "le": "sle"}[pred]))
+        else:
+            raise FuseError(f"lower-ew-to-loop: unknown te.check_dim predicate {pred!r}")
+        self.emit(loop.CheckOp(ok, a, b, code))
 
     def lower_generic(self, op: ew.GenericOp) -> list[SSAValue]:
         its = op.iterator_list()
