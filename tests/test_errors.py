@@ -184,6 +184,24 @@ def test_a_blocks_shape_precondition_is_one_located_error(
     assert runner(**fine)["Y"].shape[0] == next(iter(fine.values())).shape[0]
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("backend", ["reference", "llvm", "torch", "jax", "numba"])
+def test_tucker_dense_of_a_non_finite_value_is_one_located_error(bad: float, backend: str) -> None:
+    # The SVDs are undefined there: NumPy raised "SVD did not converge" (numba called it "an array of this
+    # program is too large", llvm left it unlocated), torch an internal LinAlgError, jax returned zeros.
+    if backend in ("torch", "jax", "numba"):
+        pytest.importorskip(backend)
+    x = np.ones((3, 4))
+    runner = Program("Y[i, j] = tucker_dense(X[i, j], rank=1)\nexport Y\n", filename="prog.fuse").compile(backend)
+    x[1, 2] = bad
+    with pytest.raises(FuseRuntimeError) as info:
+        runner(X=x)
+    assert info.value.message == "tucker_dense: its argument holds a NaN or an infinity (it needs finite values)"
+    assert info.value.loc is not None and (info.value.loc.line, info.value.loc.col) == (1, 11)
+    x[1, 2] = 0.5  # and the runner still serves finite values
+    assert runner(X=x)["Y"].sum() == 12
+
+
 def test_runtime_extent_conflict_message_matches_spec_wording():
     err = compile_error("Y[i] = W[i,j] X[j]", W=np.ones((2, 3)), X=np.ones(4))
     assert err.message == "j is 4 in X[j] but 3 in W[i, j]"

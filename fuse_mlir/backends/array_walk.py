@@ -495,6 +495,8 @@ def static_meta(module: ModuleOp) -> WalkMeta:
                     meta.checks.append(CheckSpec(SCATTER_RANGE.format("{0}", k, "{1}"), _loc(op)))
         elif _int_pow(op):
             meta.checks.append(CheckSpec(nb.INT_NEGATIVE_POWER, _loc(op)))
+        elif isinstance(op, te.BlockOp) and op.fn.data == "tucker_dense":
+            meta.checks.append(CheckSpec(nb.TUCKER_NOT_FINITE, _loc(op)))
         elif isinstance(op, te.SinkOp):
             meta.sinks.append((op.path.data, list(te.names_of(op.names)), _loc(op)))
         elif isinstance(op, te.ExportOp):
@@ -878,7 +880,13 @@ def _block(s: _State, op: te.BlockOp) -> Any:
         )
         return xp.astype(res, dtype)
     if fn == "tucker_dense":
-        res = xp.tucker_dense(xp.astype(x, dtype), params.get("rank"), params.get("threshold", 0.5))
+        # A NaN or infinity is an error (nb.TUCKER_NOT_FINITE), found after the call like a gather's range (jax
+        # traces); the SVDs run on the argument with those elements zeroed, so torch's does not raise meanwhile.
+        xf = xp.astype(x, dtype)
+        finite = xp.unary("isfinite", xf)
+        s.defer_check(~finite, xp.asarray(np.asarray(0)), 0)
+        xf = xp.where(finite, xf, xp.zeros(xf.shape, dtype))
+        res = xp.tucker_dense(xf, params.get("rank"), params.get("threshold", 0.5))
         return xp.astype(res, dtype)
     idx, vals = xp.topk(x, int(params["k"]), xn.index(roles["axis"]))
     return (xp.astype(idx, plan.dtypes[0]), xp.astype(vals, plan.dtypes[1]))

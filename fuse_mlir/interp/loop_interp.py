@@ -36,6 +36,7 @@ from fuse_mlir.diagnostics import FuseRuntimeError, Loc, format_details
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.abi import HostCallEntry, LoopAbi
+from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.registry import OpTable
 from fuse_mlir.lowered import RunResult
@@ -456,7 +457,8 @@ class LoopInterpreter:
     @LOOP.impl(loop.HostCallOp)
     def host_call(self, op: loop.HostCallOp, env: Env) -> list[np.ndarray]:
         cid = op.attributes["id"].value.data  # type: ignore[attr-defined]
-        return run_host_call(self.host_calls[cid], [env[v] for v in op.inputs], [r.type for r in op.outputs])
+        ins = [env[v] for v in op.inputs]
+        return run_host_call(self.host_calls[cid], ins, [r.type for r in op.outputs], source_loc(op))
 
 
 def gemm(
@@ -499,20 +501,31 @@ def gemm(
     cv[...] = np.matmul(am, bmat)
 
 
+def host_call_error(fn: str, err: BaseException, loc: Loc | None) -> FuseRuntimeError:
+    """The located run-time error of host call ``fn`` that raised ``err`` (a builtin's ValueError: tucker_dense
+    of a NaN), worded the same on every native backend."""
+    msg = str(err)
+    return FuseRuntimeError(msg if msg.startswith(fn) else f"{fn}: {msg}", loc)
+
+
 def run_host_call(
-    entry: HostCallEntry, ins: Sequence[np.ndarray], output_types: Sequence[Attribute]
+    entry: HostCallEntry, ins: Sequence[np.ndarray], output_types: Sequence[Attribute], loc: Loc | None = None
 ) -> list[np.ndarray]:
-    """Run one entry of a module's ``fuse.host_calls`` table on NumPy: the builtins the loop level cannot express."""
+    """Run one entry of a module's ``fuse.host_calls`` table on NumPy: the builtins the loop level cannot express.
+    A builtin's ValueError becomes :func:`host_call_error` at ``loc`` (the call's location)."""
     fn = entry.fn
     params = entry.param_values()
-    if fn == "topk":
-        outs: Sequence[np.ndarray] = nb.topk(ins[0], int(params["k"]), axis=int(params.get("axis", -1)))
-    elif fn == "tucker_dense":
-        outs = [nb.tucker_dense(ins[0], rank=params.get("rank"), threshold=params.get("threshold", 0.5))]
-    elif fn == "concat":
-        outs = [nb.concat(ins, int(params["axis"]))]
-    else:
-        raise LoopError(f"loop_interp: unknown host call {fn!r}")
+    try:
+        if fn == "topk":
+            outs: Sequence[np.ndarray] = nb.topk(ins[0], int(params["k"]), axis=int(params.get("axis", -1)))
+        elif fn == "tucker_dense":
+            outs = [nb.tucker_dense(ins[0], rank=params.get("rank"), threshold=params.get("threshold", 0.5))]
+        elif fn == "concat":
+            outs = [nb.concat(ins, int(params["axis"]))]
+        else:
+            raise LoopError(f"loop_interp: unknown host call {fn!r}")
+    except ValueError as e:
+        raise host_call_error(fn, e, loc) from e
     return [np.asarray(o, dtype=buffer_dtype(t), order="C") for o, t in zip(outs, output_types, strict=True)]
 
 

@@ -477,6 +477,11 @@ def rope(x: ArrayLike, seq_axis: int, feature_axis: int, base: float = 10000.0) 
     return np.moveaxis(out, (-2, -1), (sa, fa))
 
 
+#: tucker_dense's run-time error for a NaN or infinite element: the SVDs its approximation takes are undefined
+#: there (NumPy raised "SVD did not converge", torch an internal LinAlgError, jax returned zeros).
+TUCKER_NOT_FINITE = "tucker_dense: its argument holds a NaN or an infinity (it needs finite values)"
+
+
 def tucker_ranks(shape: tuple[int, ...], rank: int | Sequence[int] | None) -> list[int]:
     """Per-mode truncation ranks for tucker_dense (see its docstring); ValueError for a rank that is not a
     positive int or one per mode (the lowering calls it to refuse a bad ``rank=`` at its call)."""
@@ -509,6 +514,8 @@ def tucker_dense(x: ArrayLike, rank: int | Sequence[int] | None = None, threshol
     rank None picks max(1, min(dim, ceil(sqrt(dim)))) per mode, an int is min(dim, rank) per mode, a sequence is per mode.
     """
     xf = _as_float(x)
+    if not np.isfinite(xf).all():
+        raise ValueError(TUCKER_NOT_FINITE)
     if xf.ndim == 0:
         return np.greater(xf, threshold).astype(xf.dtype)
     ranks = tucker_ranks(xf.shape, rank)

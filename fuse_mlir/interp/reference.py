@@ -31,6 +31,7 @@ from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.interp.contraction import ArrayKit, broadcast_shape, contract_named, distinct
 from fuse_mlir.interp.dtypes import MAP_FNS, accumulate_dtype
+from fuse_mlir.interp.loop_interp import host_call_error
 from fuse_mlir.interp.plans import (
     SCATTER_RANGE,
     access_op_plan,
@@ -171,6 +172,8 @@ class Interpreter:
         try:
             out = handler(self, op)
         except ValueError as e:  # a NumPy kernel refused (e.g. an array too big to index)
+            if isinstance(op, te.BlockOp):  # a builtin's own error (tucker_dense of a NaN): worded as natively
+                raise host_call_error(op.fn.data, e, _loc(op)) from e
             raise FuseRuntimeError(f"{op.name}: {e}", _loc(op)) from e
         except MemoryError as e:
             raise FuseRuntimeError(f"{op.name}: out of memory: {e}", _loc(op)) from None

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fuse_mlir.backends.outputs import fill_out
-from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, format_details
+from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc, format_details
 from fuse_mlir.interp import numpy_builtins as nb
 from fuse_mlir.stages import record
 
@@ -193,6 +193,7 @@ class HostCallSpec:
     params: dict[str, Any]
     inputs: tuple[tuple[np.dtype, int], ...]
     outputs: tuple[tuple[np.dtype, tuple[int, ...]], ...]
+    loc: str = ""  # the call's source location (Loc.encode text; "" when unknown), for its run-time errors
 
 
 def _dtype(t: MemRefType) -> np.dtype:
@@ -224,6 +225,7 @@ def _host_calls(module: ModuleOp, abi: LoopAbi) -> dict[int, HostCallSpec]:
     from fuse_mlir.dialects import loop
     from fuse_mlir.dialects import tensor_eq as te
     from fuse_mlir.dialects.abi import host_call_id
+    from fuse_mlir.dialects.locations import loc_text
 
     entries = abi.host_calls
     specs: dict[int, HostCallSpec] = {}
@@ -246,7 +248,7 @@ def _host_calls(module: ModuleOp, abi: LoopAbi) -> dict[int, HostCallSpec]:
         for r in op.outputs:
             assert isinstance(r.type, MemRefType)
             outs.append((_dtype(r.type), tuple(r.type.get_shape())))
-        specs[cid] = HostCallSpec(fn, params, tuple(ins), tuple(outs))
+        specs[cid] = HostCallSpec(fn, params, tuple(ins), tuple(outs), loc_text(op))
     return specs
 
 
@@ -364,6 +366,7 @@ class KernelSpec:
                 "params": h.params,
                 "inputs": [[d.str, r] for d, r in h.inputs],
                 "outputs": [[d.str, list(s)] for d, s in h.outputs],
+                "loc": h.loc,
             }
             for k, h in self.host_calls.items()
         }
@@ -397,6 +400,7 @@ class KernelSpec:
                 dict(h["params"]),
                 tuple((np.dtype(d), int(r)) for d, r in h["inputs"]),
                 tuple((np.dtype(d), tuple(s)) for d, s in h["outputs"]),
+                str(h.get("loc", "")),
             )
             for k, h in j["host_calls"].items()
         }
@@ -906,8 +910,10 @@ class NativeKernel:
             if isinstance(e, FuseError):
                 raise e
             if rc == ERR_HOST_CALL and a in self.host_calls:
-                fn, msg = self.host_calls[a].fn, str(e)
-                raise FuseRuntimeError(msg if msg.startswith(fn) else f"{fn}: {msg}") from e
+                from fuse_mlir.interp.loop_interp import host_call_error  # imports xdsl: not on the warm path
+
+                call = self.host_calls[a]
+                raise host_call_error(call.fn, e, Loc.decode(call.loc) if call.loc else None) from e
             raise FuseRuntimeError(f"runtime callback failed: {e}") from e
         if rc == ERR_ALLOC:
             raise FuseRuntimeError(out_of_memory(self._array_name(b), a))

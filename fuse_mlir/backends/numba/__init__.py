@@ -33,6 +33,7 @@ from fuse_mlir.backends.numba.render import render_module
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc, format_details
 from fuse_mlir.dialects import loop
 from fuse_mlir.dialects.abi import LoopAbi
+from fuse_mlir.dialects.locations import source_loc
 from fuse_mlir.interp.loop_interp import main_function, run_host_call, slot_arguments, slot_results
 from fuse_mlir.ir import print_module
 from fuse_mlir.lowered import Lowered, RunResult
@@ -89,8 +90,14 @@ def numba_program(
         if isinstance(op, loop.HostCallOp)
     }
 
+    host_locs = {
+        op.attributes["id"].value.data: source_loc(op)  # type: ignore[attr-defined]
+        for op in main.walk()
+        if isinstance(op, loop.HostCallOp)
+    }
+
     def host(cid: int, ins: tuple[np.ndarray, ...]) -> Any:
-        return tuple(run_host_call(abi.host_calls[cid], list(ins), host_types[cid]))
+        return tuple(run_host_call(abi.host_calls[cid], list(ins), host_types[cid], host_locs[cid]))
 
     namespace: dict[str, Any] = {
         "np": np,

@@ -59,7 +59,7 @@ from fuse_mlir.dialects import loop
 from fuse_mlir.dialects import tensor_eq as te
 from fuse_mlir.dialects.abi import ArgEntry, ErrorEntry, HostCallEntry, LoopAbi, ResultEntry
 from fuse_mlir.dialects.elemwise import is_float, is_unsigned, signless
-from fuse_mlir.dialects.locations import loc_text
+from fuse_mlir.dialects.locations import loc_text, set_location, source_loc
 from fuse_mlir.dialects.types import I1, I8, I64, INDEX
 from fuse_mlir.gemm import gemm_plan
 from fuse_mlir.passes.registry import register_pass
@@ -936,6 +936,7 @@ class EwToLoop:
             result_types=[[memref_of(r.type) for r in op.outputs]],
             attributes=attrs,
         )
+        set_location(new, source_loc(op))
         self.emit(new)
         for old, r in zip(op.outputs, new.results):
             self.vmap[old] = r

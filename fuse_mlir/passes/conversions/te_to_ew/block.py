@@ -14,6 +14,7 @@ from xdsl.ir import SSAValue
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
+from fuse_mlir.dialects.locations import set_location, source_loc
 from fuse_mlir.passes.conversions.te_to_ew.contract import contract
 from fuse_mlir.passes.conversions.te_to_ew.lowering import In, TeLowering, TeOpPattern
 from fuse_mlir.passes.conversions.te_to_ew.reduce import softmax
@@ -138,6 +139,7 @@ class LowerBlock(TeOpPattern):
         if fn == "tucker_dense":
             x = lo.cast_to(x, te.dtype_of(op.outputs[0]))
         call = lo.emit(ew.HostCallOp(fn, [x.value], [r.type for r in op.outputs], host_params))
+        set_location(call, source_loc(op))  # the host's run-time errors name the call
         return list(call.results)
 
 
