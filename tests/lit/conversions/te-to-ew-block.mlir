@@ -64,9 +64,7 @@
 // CHECK-NEXT:   }
 // CHECK-NEXT:   %[[V50:[0-9]+]] = ew.contract %[[V38]], %[[V2]] extents(%[[V7]], %[[V13]], %[[V9]]) {maps = {{\[\[}}0 : i64, 2 : i64], [2 : i64, 1 : i64]], out = [0 : i64, 1 : i64]} : tensor<?x?xf64>, tensor<?x?xf64> -> tensor<?x?xf64>
 // CHECK-NEXT:   %[[V51:[0-9]+]] = arith.constant 2 : index
-// CHECK-NEXT:   %[[V52:[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:   %[[V53:[0-9]+]] = arith.remui %[[V8]], %[[V51]] : index
-// CHECK-NEXT:   te.check_dim %[[V53]], %[[V52]] {message = "rope needs an even feature extent (extent mod 2 is {0})"}
+// CHECK-NEXT:   te.check_dim %[[V8]], %[[V51]] {message = "rope needs an even feature extent: d is {0}", predicate = "dvd"}
 // CHECK-NEXT:   %[[V54:[0-9]+]] = ew.generic ins(%[[V0]] : tensor<?x?xf64>) tables(%[[V0]] : tensor<?x?xf64>) extents(%[[V7]], %[[V8]]) attributes {maps = {{\[\[}}0 : i64, 1 : i64]], iterators = [#ew.iterator<parallel>, #ew.iterator<parallel>], kind = [#ew.kind<none>]} -> tensor<?x?xf64> {
 // CHECK-NEXT:   ^bb0(%[[V55:[0-9]+]]: f64, %[[V56:[0-9]+]]: tensor<?x?xf64>):
 // CHECK-NEXT:     %[[V57:[0-9]+]] = ew.index 1 : i64

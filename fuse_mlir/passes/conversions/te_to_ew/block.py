@@ -14,7 +14,7 @@ from xdsl.ir import SSAValue
 
 from fuse_mlir.dialects import elemwise as ew
 from fuse_mlir.dialects import tensor_eq as te
-from fuse_mlir.dialects.locations import set_location, source_loc
+from fuse_mlir.dialects.locations import loc_text, set_location, source_loc
 from fuse_mlir.passes.conversions.te_to_ew.contract import contract
 from fuse_mlir.passes.conversions.te_to_ew.lowering import In, TeLowering, TeOpPattern
 from fuse_mlir.passes.conversions.te_to_ew.reduce import softmax
@@ -82,16 +82,16 @@ def attention(
     return contract(lo, [In(w, score_names), v], out, "sum", dtype)
 
 
-def rope(lo: TeLowering, x: In, roles: Mapping[str, str], params: Params, dtype: np.dtype) -> SSAValue:
-    """Rotate interleaved feature pairs (2m, 2m+1) by position · base^(-2m/d) (the reference's convention)."""
+def rope(lo: TeLowering, x: In, roles: Mapping[str, str], params: Params, dtype: np.dtype, loc: str = "") -> SSAValue:
+    """Rotate interleaved feature pairs (2m, 2m+1) by position · base^(-2m/d) (the reference's convention).
+
+    An odd feature extent would read a partner past the axis: checked here too (the front end checks it at the
+    call; this guards tensor_eq written by hand)."""
     f, seq = roles["feature"], roles["sequence"]
     base = float(params.get("base", 10000.0))  # type: ignore[arg-type]
     ext = lo.name_extents([x])
     d = ext[f]
-    two = lo.index(2)
-    zero = lo.index(0)
-    odd = lo.emit(arith.RemUIOp(d, two)).results[0]
-    lo.emit(te.CheckDimOp(odd, zero, "rope needs an even feature extent (extent mod 2 is {0})"))
+    lo.emit(te.CheckDimOp(d, lo.index(2), f"rope needs an even feature extent: {f} is {{0}}", loc, "dvd"))
     f64 = np.dtype(np.float64)
     x = lo.cast_to(x, dtype)
     names = x.names
@@ -130,7 +130,7 @@ class LowerBlock(TeOpPattern):
         if fn == "attention":
             return [attention(lo, ins, roles, params, out, te.dtype_of(op.outputs[0]))]
         if fn == "rope":
-            return [rope(lo, ins[0], roles, params, te.dtype_of(op.outputs[0]))]
+            return [rope(lo, ins[0], roles, params, te.dtype_of(op.outputs[0]), loc_text(op))]
         # tucker_dense (an SVD) and topk (a sort) run in the runtime on NumPy.
         host_params = dict(params)
         if fn == "topk":
