@@ -342,3 +342,19 @@ def test_every_construct_inside_a_streaming_recurrence(case, src, name, inputs):
     if single.dtype.kind == "f":
         np.testing.assert_allclose(ref[-1][name], 1.75 * single, rtol=1e-9, atol=1e-12)
     assert ref[-1][name].shape == single.shape
+
+
+def test_state_shapes_follow_every_tie_of_the_extent_checks() -> None:
+    # A, B and C are each checked against A's extent (a star of te.check_dim ops) and D against it too: a
+    # chain of three unions before D's known extent joins. The union-find's path compression assigned in the
+    # wrong order (``x = parent[x] = grandparent`` made the grandparent its own root), cutting the class from
+    # D's extent: no state shape was found.
+    from fuse_mlir.interp.shapes import tied_extents
+    from fuse_mlir.modes.streaming import _state_shapes
+
+    lowered = Program("Y[i] = A[i] + B[i] + C[i] + D[i]\nexport Y").lower()
+    tied = tied_extents(lowered.module, {"D": (5,)})
+    assert tied == {("axis", n, 0): ("int", 5) for n in "ABC"}
+    assert _state_shapes(lowered, {"D": np.ones(5)}) == {"A": (5,), "B": (5,), "C": (5,)}
+    # with nothing known: one class, represented by one of its axes
+    assert len(set(tied_extents(lowered.module, {}).values())) == 1

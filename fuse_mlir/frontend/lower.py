@@ -231,6 +231,10 @@ class Lowerer:
         self.ops.append(op)
         return op
 
+    def index(self, value: int) -> SSAValue:
+        """An ``index`` constant (an extent, a position)."""
+        return self.emit(arith.ConstantOp(IntegerAttr(value, IndexType()))).results[0]
+
     def L(self, name: str, eq: int | None = None) -> Key:
         return ("L", self.eq_id if eq is None else eq, name)
 
@@ -712,7 +716,7 @@ class Lowerer:
 
     def _def_value(self, d: DimDef) -> SSAValue:
         if d.kind == "const":
-            return self.emit(arith.ConstantOp(IntegerAttr(int(d.value), IndexType()))).results[0]
+            return self.index(int(d.value))
         if d.kind == "input":
             name, axis = d.value
             return self.emit(te.DimOp(self.values[name].value, axis)).results[0]
@@ -881,7 +885,7 @@ class Lowerer:
                             f"position {i.value} is outside axis {k} of {name}, whose extent is {static}", i.loc
                         )
                     if isinstance(i, A.IndexNumber) and static is None:
-                        pos = self.emit(arith.ConstantOp(IntegerAttr(i.value, IndexType()))).results[0]
+                        pos = self.index(i.value)
                         msg = f"position {{0}} is outside axis {k} of {name}, whose extent is {{1}}"
                         self.emit(te.CheckDimOp(pos, self.extent(("T", name, k)), msg, i.loc.encode(), "lt"))
                 shape = [self._static_axis(name, k) for k in range(len(items))]
@@ -1444,9 +1448,7 @@ class Lowerer:
         backend refuses the call's shapes with one message (``{0}``/``{1}``: the two values)."""
 
         def value(v: str | int) -> SSAValue:
-            if isinstance(v, str):
-                return self.extent(self.L(v))
-            return self.emit(arith.ConstantOp(IntegerAttr(v, IndexType()))).results[0]
+            return self.extent(self.L(v)) if isinstance(v, str) else self.index(v)
 
         self.emit(te.CheckDimOp(value(lhs), value(rhs), message, call.loc.encode(), predicate))
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from fuse_mlir.dialects import tensor_eq as te
@@ -200,3 +200,50 @@ def _block_shapes(op: te.BlockOp, shape) -> list[object]:
         s[ax] = min(int(params["k"]), s[ax])  # type: ignore[call-overload]
         return [tuple(s), tuple(s)]
     return [x]
+
+
+#: An extent in :func:`tied_extents`: ``("axis", input, k)``, an input's axis of unknown size, or ``("int", n)``.
+Extent = tuple
+
+
+def tied_extents(
+    module: ModuleOp, known: Mapping[str, Shape], sources: Mapping[str, np.ndarray] | None = None
+) -> dict[Extent, Extent]:
+    """Each axis of an input that ``known`` does not give, mapped to the root of the extents the module's
+    ``te.check_dim`` equalities tie it to (a union-find in one walk): ``("int", n)`` where the class holds a
+    known extent (a given input's, a source file's, a constant), else one ``("axis", ...)`` member standing for
+    the class. Streaming mode sizes its state inputs from it; the fuzzer draws one extent per class.
+    Equalities with derived extents (a slice's length, a concat's sum) are not followed."""
+    parent: dict[Extent, Extent] = {}
+
+    def find(x: Extent) -> Extent:
+        while parent.get(x, x) != x:
+            parent[x] = parent.get(parent[x], parent[x])  # path halving: x now points at its grandparent
+            x = parent[x]
+        return x
+
+    env: dict[SSAValue, object] = {}
+    unknown: list[Extent] = []
+    for op in module.walk():  # nested ops too: a fixpoint body's checks tie extents as well
+        if isinstance(op, te.InputOp):
+            n = op.tensor_name.data
+            env[op.result] = ("state", n) if n not in known else tuple(known[n])
+        elif isinstance(op, te.SourceOp) and sources is not None and op.tensor_name.data in sources:
+            env[op.result] = tuple(sources[op.tensor_name.data].shape)
+        elif isinstance(op, te.DimOp):
+            s = env.get(op.source)
+            k = op.axis.value.data
+            if isinstance(s, tuple) and s and s[0] == "state":
+                env[op.result] = ("axis", s[1], k)
+                unknown.append(("axis", s[1], k))
+            elif isinstance(s, tuple) and k < len(s):  # (a given input of the wrong rank: the run's checks say so)
+                env[op.result] = ("int", s[k])
+        elif isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+            env[op.result] = ("int", int(op.value.value.data))
+        elif isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq":
+            a, b = env.get(op.lhs), env.get(op.rhs)
+            if isinstance(a, tuple) and isinstance(b, tuple):
+                ra, rb = find(a), find(b)
+                if ra != rb:
+                    parent[ra if ra[0] == "axis" else rb] = rb if ra[0] == "axis" else ra  # an int stays the root
+    return {x: find(x) for x in unknown}

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import arith
 
 from fuse_mlir.diagnostics import FuseError, FuseRuntimeError, Loc
 from fuse_mlir.dialects import tensor_eq as te
@@ -211,45 +210,19 @@ def _export_dtypes(lowered: Any) -> dict[str, np.dtype]:
 
 def _state_shapes(lowered: Any, arrays: Mapping[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
     """The per-step shape of every state input (not given in ``arrays``) that the extent checks tie to the
-    given inputs, in one walk of the lowered step program.
+    given inputs (:func:`~fuse_mlir.interp.shapes.tied_extents`, one walk of the lowered step program).
 
     The checks tie extents together (``k`` of a state to the left-hand side's ``k``, that to an input's):
     each class of tied extents that holds a given input's extent gives it to every state axis in it.
     """
-    parent: dict[Any, Any] = {}
+    from fuse_mlir.interp.shapes import tied_extents
 
-    def find(x: Any) -> Any:
-        while parent.get(x, x) != x:
-            x = parent[x] = parent.get(parent[x], parent[x])
-        return x
-
-    env: dict[Any, Any] = {}
-    for op in lowered.module.body.block.ops:
-        if isinstance(op, te.InputOp):
-            n = op.tensor_name.data
-            env[op.result] = ("state", n) if n not in arrays else arrays[n].shape
-        elif isinstance(op, te.SourceOp):
-            env[op.result] = lowered.sources[op.tensor_name.data].shape
-        elif isinstance(op, te.DimOp):
-            s = env.get(op.source)
-            k = op.axis.value.data
-            if isinstance(s, tuple) and s and s[0] == "state":
-                env[op.result] = ("axis", s[1], k)
-            elif isinstance(s, tuple) and k < len(s):  # (a given input of the wrong rank: the step's checks say so)
-                env[op.result] = ("int", s[k])
-        elif isinstance(op, arith.ConstantOp):
-            env[op.result] = ("int", int(op.value.value.data))  # type: ignore[union-attr]
-        elif isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq":
-            a, b = env.get(op.lhs), env.get(op.rhs)
-            if a is not None and b is not None:
-                ra, rb = find(a), find(b)
-                if ra != rb:
-                    parent[ra if ra[0] == "axis" else rb] = rb if ra[0] == "axis" else ra  # an int stays the root
+    tied = tied_extents(lowered.module, {k: v.shape for k, v in arrays.items()}, lowered.sources)
     found: dict[str, tuple[int, ...]] = {}
     for spec in lowered.inputs:
         if spec.name in arrays:
             continue
-        roots = [find(("axis", spec.name, k)) for k in range(spec.rank)]
+        roots = [tied.get(("axis", spec.name, k), ("axis",)) for k in range(spec.rank)]
         if all(r[0] == "int" for r in roots):
             found[spec.name] = tuple(r[1] for r in roots)
     return found

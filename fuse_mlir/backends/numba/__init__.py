@@ -84,20 +84,15 @@ def numba_program(
     source, constants = render_module(loop_module, parallel)
     abi = LoopAbi.read(loop_module)
     main = main_function(loop_module)
-    host_types = {
-        op.attributes["id"].value.data: [r.type for r in op.outputs]  # type: ignore[attr-defined]
-        for op in main.walk()
-        if isinstance(op, loop.HostCallOp)
-    }
-
-    host_locs = {
-        op.attributes["id"].value.data: source_loc(op)  # type: ignore[attr-defined]
+    # each host call's result types and location, by id
+    host_ops = {
+        op.attributes["id"].value.data: ([r.type for r in op.outputs], source_loc(op))  # type: ignore[attr-defined]
         for op in main.walk()
         if isinstance(op, loop.HostCallOp)
     }
 
     def host(cid: int, ins: tuple[np.ndarray, ...]) -> Any:
-        return tuple(run_host_call(abi.host_calls[cid], list(ins), host_types[cid], host_locs[cid]))
+        return tuple(run_host_call(abi.host_calls[cid], list(ins), *host_ops[cid]))
 
     namespace: dict[str, Any] = {
         "np": np,

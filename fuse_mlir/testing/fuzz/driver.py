@@ -184,50 +184,21 @@ class AxisClasses:
 
 
 def axis_classes(module: Any) -> AxisClasses:
-    """The classes of input axes that ``te.check_dim`` equalities join in ``module`` (a union-find over
-    (input, axis)): so that a mutant's inputs can have a different extent per class, which uniform extents
-    cannot tell from a transposed access, and still pass the program's shape checks. Checks against derived
-    extents (a slice's length, a concat's sum) are not followed: an input they constrain may fail them, and
-    the mutant then runs on uniform extents (:func:`compile_text`)."""
-    from xdsl.dialects import arith
-    from xdsl.dialects.builtin import IntegerAttr
+    """The classes of input axes that ``te.check_dim`` equalities join in ``module`` (streaming mode's
+    :func:`~fuse_mlir.interp.shapes.tied_extents`, with no input given): so that a mutant's inputs can have a
+    different extent per class, which uniform extents cannot tell from a transposed access, and still pass the
+    program's shape checks. A class tied to a constant (an ``axis`` declaration) is fixed to it. Checks against
+    derived extents (a slice's length, a concat's sum) are not followed: an input they constrain may fail them,
+    and the mutant then runs on uniform extents (:func:`compile_text`)."""
+    from fuse_mlir.interp.shapes import tied_extents
 
-    from fuse_mlir.dialects import tensor_eq as te
-
-    parent: dict[Any, Any] = {}
-
-    def find(x: Any) -> Any:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def node(value: Any) -> Any:
-        """An input's axis, a constant, or None for any other extent."""
-        op = value.owner
-        if isinstance(op, te.DimOp) and isinstance(op.source.owner, te.InputOp):
-            return (op.source.owner.tensor_name.data, op.axis.value.data)
-        if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-            return ("#const", op.value.value.data)
-        return None
-
-    for op in module.walk():
-        if isinstance(op, te.DimOp) and isinstance(op.source.owner, te.InputOp):
-            find(node(op.results[0]))
-        if isinstance(op, te.CheckDimOp) and op.predicate_name() == "eq":
-            a, b = node(op.lhs), node(op.rhs)
-            if a is not None and b is not None:
-                parent[find(a)] = find(b)
     ids: dict[Any, int] = {}
     of: dict[tuple[str, int], int] = {}
     fixed: dict[int, int] = {}
-    for key in sorted(parent, key=repr):
-        cls = ids.setdefault(find(key), len(ids))
-        if key[0] == "#const":
-            fixed[cls] = key[1]
-        else:
-            of[key] = cls
+    for (_, name, axis), root in sorted(tied_extents(module, {}).items()):
+        cls = of[(name, axis)] = ids.setdefault(root, len(ids))
+        if root[0] == "int":
+            fixed[cls] = root[1]
     return AxisClasses(of, fixed)
 
 
