@@ -15,6 +15,11 @@ XLA's compile; the tensor_eq lowering they share is not counted for jax).
     python -m benchmarks.compile_scaling                    # N = 50 100 200 400 800
     python -m benchmarks.compile_scaling --quick            # N up to 200, fewer stages shown
     python -m benchmarks.compile_scaling --sizes 100,400 --levels O2 --no-jax
+    python -m benchmarks.compile_scaling --wide             # one equation summing N inputs, N = 250 to 4000
+
+``--wide`` measures the other axis of program size: one expression of N terms
+(``S[p,i] = X0[p,i] + X1[p,i] + ...``), whose fusion, shape classes, cache key
+and entry function (one pointer and one shape check per input) grow with N.
 
 The growth column is t(largest N) / t(N = 100) (linear: the ratio of the
 Ns, 8 for 800 / 100). Timings are never asserted anywhere.
@@ -34,6 +39,8 @@ import numpy as np
 
 SIZES = (50, 100, 200, 400, 800)
 QUICK_SIZES = (50, 100, 200)
+WIDE_SIZES = (250, 500, 1000, 2000, 4000)
+QUICK_WIDE_SIZES = (250, 500, 1000)
 P, D, E, F = 8, 16, 16, 32  # sequence, model width, head width, MLP width
 
 
@@ -99,6 +106,13 @@ def program(n: int) -> tuple[str, dict[str, np.ndarray]]:
             if f"{name}[" in text:
                 inputs[name] = rng.standard_normal(shape) * (0.3 if len(shape) == 2 else 1.0)
     return f"{text}\nexport {', '.join(exports)}\n", inputs
+
+
+def wide_program(n: int) -> tuple[str, dict[str, np.ndarray]]:
+    """One equation summing ``n`` inputs of shape (P, D), and its inputs."""
+    rng = np.random.default_rng(0)
+    terms = " + ".join(f"X{k}[p,i]" for k in range(n))
+    return f"S[p,i] = {terms}\n", {f"X{k}": rng.standard_normal((P, D)) for k in range(n)}
 
 
 @dataclass
@@ -169,12 +183,15 @@ def _fmt(seconds: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"N in {QUICK_SIZES}")
-    ap.add_argument("--sizes", help="comma-separated Ns (default: 50,100,200,400,800)")
+    ap.add_argument("--sizes", help="comma-separated Ns (default: 50,100,200,400,800; --wide: 250,...,4000)")
+    ap.add_argument("--wide", action="store_true", help="one equation of N terms instead of N equations")
     ap.add_argument("--levels", default="O0,O2", help="fuse optimisation levels (default: O0,O2)")
     ap.add_argument("--no-jax", action="store_true", help="skip jax.jit")
     ap.add_argument("--stages", action="store_true", help="also print every stage's seconds per compile")
     args = ap.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(QUICK_SIZES if args.quick else SIZES)
+    make = wide_program if args.wide else program
+    default = (QUICK_WIDE_SIZES if args.quick else WIDE_SIZES) if args.wide else (QUICK_SIZES if args.quick else SIZES)
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(default)
     levels = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
 
     os.environ["FUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="fuse-scaling-")  # a fresh, empty disk cache
@@ -190,11 +207,12 @@ def main(argv: list[str] | None = None) -> int:
             jax_ok = False
 
     load = os.getloadavg()
-    print(f"# cold compile vs program length (load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})\n")
+    what = "terms of one equation" if args.wide else "program length"
+    print(f"# cold compile vs {what} (load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})\n")
     results: dict[tuple[str, int], Row] = {}
     jax_s: dict[int, float] = {}
     for n in sizes:
-        src, inputs = program(n)
+        src, inputs = make(n)
         for level in levels:
             results[level, n] = row = compile_fuse(src, inputs, n, level)
             print(f"  N={n} {level}: {_fmt(row.wall)} s", file=sys.stderr, flush=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuse_mlir import Program
+from fuse_mlir import FuseRuntimeError, Program
 from fuse_mlir.backends.llvm import diskcache, executor
 from fuse_mlir.backends.memcache import BoundedCache
 
@@ -419,3 +419,42 @@ def test_deep_nests_are_optimised_at_o1(fresh_units: Path, monkeypatch: pytest.M
     got = Program(src).compile("llvm")(A=a, B=b)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-12)
+
+
+def test_a_large_entry_is_compiled_at_o0(fresh_units: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry of more than LARGE_ENTRY_LINES lines of IR is compiled at O0, IR and machine code (LLVM's
+    InstCombine and O3 code generator grow faster than linearly in such a function); kernels and small entries
+    keep their levels. The code computes the same values and reports the same first failing shape check as the
+    reference."""
+    from fuse_mlir.backends.llvm import jit
+    from fuse_mlir.dialects.abi import ENTRY
+
+    assert jit.ENTRY_NAME == ENTRY  # spelt twice so that the JIT's module does not import xDSL's dialects
+    src = "S[i, j] = " + " + ".join(f"X{k}[i, j]" for k in range(40)) + "\nexport S\n"
+    rng = np.random.default_rng(0)
+    xs = {f"X{k}": rng.standard_normal((3, 2)) for k in range(40)}
+    want = sum(xs.values())
+    real_object = jit._unit_object
+    for limit, level, code in ((10**9, 1, 3), (50, 0, 0)):
+        monkeypatch.setattr(jit, "LARGE_ENTRY_LINES", limit)
+        entries: list[tuple[int, int]] = []
+
+        def unit(
+            ir: str, opt: int, tm: object, timings: dict, entry: str, entries: list[tuple[int, int]] = entries
+        ) -> bytes:
+            if entry in jit._DEFINE.findall(ir):
+                entries.append((opt, jit.codegen_level(ir, entry)))
+            else:
+                assert (opt, jit.codegen_level(ir, entry)) == (3, 3)  # a kernel, however long
+            return real_object(ir, opt, tm, timings, entry)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(jit, "_unit_object", unit)
+        runner = Program(src, filename="wide.fuse").compile("llvm", cache=False)
+        np.testing.assert_allclose(runner(**xs)["S"], want, rtol=1e-13)
+        assert entries == [(level, code)]
+        bad = xs | {"X7": np.ones((3, 5)), "X9": np.ones((4, 2))}
+        with pytest.raises(FuseRuntimeError) as got:
+            runner(**bad)
+        with pytest.raises(FuseRuntimeError) as ref:
+            Program(src, filename="wide.fuse").compile("reference")(**bad)
+        assert (got.value.message, got.value.loc) == (ref.value.message, ref.value.loc)

@@ -421,3 +421,24 @@ def test_remembered_source_texts_are_bounded():
     assert len(diagnostics._SOURCES) <= diagnostics.MAX_SOURCES
     err = compile_error("Y[i] = nope(X[i])")  # the newest is still quoted
     assert "nope(X[i])" in str(err)
+
+
+SHAPE_CHECKS = "S[i, j] = X0[i, j] + X1[i, j] + X2[j, i] + X3[i, j]\nexport S\n"
+GOOD = {"X0": (2, 3), "X1": (2, 3), "X2": (3, 2), "X3": (2, 3)}
+BAD = {"X1": (2, 4), "X2": (3, 5), "X3": (6, 3)}  # each breaks a check of its own (j, i, i)
+
+
+@pytest.mark.parametrize("opt_level", [0, 2])
+@pytest.mark.parametrize("bad", [("X1",), ("X2",), ("X3",), ("X1", "X3"), ("X2", "X3"), ("X1", "X2", "X3")])
+def test_of_several_failing_shape_checks_the_first_is_reported(bad: tuple[str, ...], opt_level: int) -> None:
+    # Of several failing shape checks, every build reports the first, as the reference does (llvm at O2 and
+    # O0, and the large-entry rule's O0 entry: test_compile_cache.test_a_large_entry_is_compiled_at_o0).
+    shapes = GOOD | {name: BAD[name] for name in bad}
+    inputs = {name: np.ones(shape) for name, shape in shapes.items()}
+    errors = []
+    for backend, options in (("reference", {}), ("llvm", {"opt_level": opt_level, "cache": False})):
+        with pytest.raises(FuseRuntimeError) as info:
+            Program(SHAPE_CHECKS, filename="prog.fuse").compile(backend, **options)(**inputs)
+        errors.append((info.value.message, info.value.loc))
+    assert errors[0] == errors[1]
+    assert any(f"in {name}[" in errors[1][0] for name in bad)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from enum import auto
+from typing import cast
 
 import numpy as np
 from xdsl.dialects import arith
@@ -59,7 +60,6 @@ from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
-from xdsl.utils.hints import isa
 from xdsl.utils.str_enum import StrEnum
 
 from fuse_mlir.diagnostics import FuseRuntimeError, Loc
@@ -133,9 +133,11 @@ def str_array_array(lists: Sequence[Sequence[str]]) -> ArrayAttr[ArrayAttr[Strin
 
 def names_of(attr: Attribute) -> tuple[str, ...]:
     """Decode an ``ArrayAttr`` of ``StringAttr`` into a tuple of names (a TypeError for any other attribute)."""
-    if not isa(attr, ArrayAttr[StringAttr]):
-        raise TypeError(f"expected an array of strings, got {attr}")
-    return tuple(a.data for a in attr.data)
+    if isinstance(attr, ArrayAttr):  # isinstance, not xDSL's slower generic isa (see elemwise.ints_of)
+        items = attr.data
+        if all(isinstance(a, StringAttr) for a in items):
+            return tuple(cast(StringAttr, a).data for a in items)
+    raise TypeError(f"expected an array of strings, got {attr}")
 
 
 def names_of_each(attr: Attribute) -> tuple[tuple[str, ...], ...]:

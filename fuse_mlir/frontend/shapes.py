@@ -54,6 +54,10 @@ class DimDef:
         return (self.kind, self.value)
 
 
+_CANONICAL_RANK = {"const": 0, "input": 1, "derived": 2}
+"""The kinds :meth:`Dims.canonical` prefers, best first (a ``bound`` is never canonical)."""
+
+
 @dataclass
 class Dims:
     """The union-find of extents with the definitions gathered for each class."""
@@ -65,6 +69,7 @@ class Dims:
     edges: dict[Key, list[tuple[Key, Where | None]]] = field(default_factory=dict)
     _unions: int = 0  # edges added so far (the version of the cached search trees)
     _trees: dict[Key, tuple[int, dict]] = field(default_factory=dict, repr=False)
+    _canon: dict[Key, tuple[list[DimDef], int, DimDef | None]] = field(default_factory=dict, repr=False)
 
     def find(self, k: Key) -> Key:
         if k not in self.parent:
@@ -167,13 +172,21 @@ class Dims:
         return self.defs.get(self.find(k), [])
 
     def canonical(self, k: Key) -> DimDef | None:
-        """The preferred definition: a constant, else an input axis, else a derived one."""
-        ds = self.definitions(k)
-        for kind in ("const", "input", "derived"):
-            for d in ds:
-                if d.kind == kind:
-                    return d
-        return None
+        """The preferred definition: a constant, else an input axis, else a derived one (the first of its kind).
+
+        Kept per class and brought up to date from the definitions added since (a class's list only grows
+        until it is replaced): a scan per call was quadratic in a class's size, e.g. the one index of a sum
+        of thousands of inputs."""
+        r = self.find(k)
+        ds = self.defs.get(r, [])
+        cached = self._canon.get(r)
+        seen, best = (cached[1], cached[2]) if cached is not None and cached[0] is ds else (0, None)
+        for d in ds[seen:]:
+            rank = _CANONICAL_RANK.get(d.kind)
+            if rank is not None and (best is None or rank < _CANONICAL_RANK[best.kind]):
+                best = d
+        self._canon[r] = (ds, len(ds), best)
+        return best
 
     def static_extent(self, k: Key) -> int | None:
         d = self.canonical(k)

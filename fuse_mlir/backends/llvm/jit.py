@@ -42,11 +42,14 @@ from fuse_mlir.diagnostics import FuseError
 from fuse_mlir.stages import record, unrecorded
 
 __all__ = [
+    "ENTRY_NAME",
     "FUSE_MAIN_TYPE",
+    "LARGE_ENTRY_LINES",
     "JitError",
     "JitFunction",
     "emit_assembly",
     "cached_runtime",
+    "codegen_level",
     "jit_compile",
     "jit_units",
     "load_object",
@@ -201,12 +204,41 @@ def unit_opt_level(opt_level: int, loop_depth: int) -> int:
     return min(opt_level, 1) if loop_depth > DEEP_NEST_LOOPS else opt_level
 
 
-def unit_levels(loop_depths: Sequence[int], opt_level: int) -> list[int]:
+def unit_levels(loop_depths: Sequence[int], opt_level: int, entry_lines: int = 0) -> list[int]:
     """The LLVM level of each unit of a program, given the units' loop depths, the entry last: a kernel at
     ``opt_level`` (a nest deeper than :data:`DEEP_NEST_LOOPS` at O1 at most: :func:`unit_opt_level`), the entry
-    (allocations, checks and calls: glue) at O1 at most, which costs less."""
+    (allocations, checks and calls: glue) at O1 at most, which costs less, and at O0 when it has more than
+    :data:`LARGE_ENTRY_LINES` lines (``entry_lines``)."""
     last = len(loop_depths) - 1
-    return [min(opt_level, 1) if k == last else unit_opt_level(opt_level, d) for k, d in enumerate(loop_depths)]
+    entry = 0 if entry_lines > LARGE_ENTRY_LINES else min(opt_level, 1)
+    return [entry if k == last else unit_opt_level(opt_level, d) for k, d in enumerate(loop_depths)]
+
+
+ENTRY_NAME = "fuse_main"
+"""The entry's symbol, ``abi.ENTRY`` (spelt here so that the warm path does not import xDSL's dialects)."""
+
+LARGE_ENTRY_LINES = 20_000
+"""Lines of IR above which the entry unit is compiled at O0: its IR is not optimised (:func:`unit_levels`)
+and its machine code comes from FastISel and the fast register allocator (:func:`codegen_level`).
+
+The entry is glue: argument loads, a branch per shape check, allocations and one call per kernel. Each
+input's pointer and extents live from the top to the kernel calls that read them, and LLVM grows faster
+than linearly in such a function: its O3 code generator (machine sinking, DAG instruction selection, greedy
+allocation, stack-slot colouring) about as the square, and its O1 pipeline's InstCombine too. Entries at
+O1 with O3 code (``python -m benchmarks.compile_scaling``, load about 1): a sum of 250 / 500 / 1,000
+two-axis inputs (``--wide``; 10,800 / 21,600 / 43,000 lines) 0.48 / 1.63 / 4.7 s; programs of 100 / 400 /
+800 equations (12,400 / 50,200 / 100,400 lines) 0.30 / 1.69 / 4.77 s. At O0: 0.11 s at 1,000 inputs, 0.29 s
+at 2,000; 0.06 / 0.28 / 0.61 s for the programs. The O0 entry costs more per call (its values spilled to
+the stack): on the 400-equation program's small shapes a call took 112 µs against 103 µs. Below the
+threshold the entry keeps O1 and O3 code, so most programs' calls are unchanged."""
+
+
+def codegen_level(ir: str, entry: str) -> int:
+    """The code generator's level for one unit: 3, or 0 for an entry (defining ``entry``) of more than
+    :data:`LARGE_ENTRY_LINES` lines."""
+    if ir.count("\n") > LARGE_ENTRY_LINES and entry in _DEFINE.findall(ir):
+        return 0
+    return 3
 
 
 def unit_listing(units: Sequence[tuple[str, int]], *, assembly: bool) -> list[str]:
@@ -219,7 +251,8 @@ def unit_listing(units: Sequence[tuple[str, int]], *, assembly: bool) -> list[st
         for ir, level in units:
             mod = _parse(ir, tm)
             _optimise(mod, tm, level)
-            texts.append(tm.emit_assembly(mod) if assembly else str(mod))
+            cg = tm if codegen_level(ir, ENTRY_NAME) == 3 else _target_machine(0)
+            texts.append(cg.emit_assembly(mod) if assembly else str(mod))
     return texts
 
 
@@ -345,7 +378,7 @@ def _resolve(symbols: tuple[str, ...]) -> None:
 def jit_compile(
     ir: str,
     *,
-    name: str = "fuse_main",
+    name: str = ENTRY_NAME,
     opt_level: int = 3,
     fn_type: Any = FUSE_MAIN_TYPE,
     keep_object: bool = False,
@@ -377,7 +410,7 @@ def jit_compile(
 
 
 def load_object(
-    obj: bytes, symbols: tuple[str, ...], *, name: str = "fuse_main", fn_type: Any = FUSE_MAIN_TYPE
+    obj: bytes, symbols: tuple[str, ...], *, name: str = ENTRY_NAME, fn_type: Any = FUSE_MAIN_TYPE
 ) -> JitFunction:
     """Link an object made by :func:`jit_compile` (``keep_object``) into a new engine; return ``name`` from it."""
     _resolve(symbols)
@@ -423,14 +456,15 @@ def unit_key(ir: str, opt_level: int) -> str:
     return hashlib.sha256(f"fuse-unit 1|{target_fingerprint()}|O{opt_level}\n{ir}".encode()).hexdigest()
 
 
-def _unit_object(ir: str, opt_level: int, tm: llvm.TargetMachine, timings: dict[str, float]) -> bytes:
-    """Parse, optimise and generate code for one unit (under the caller's lock); the ELF object."""
+def _unit_object(ir: str, opt_level: int, tm: llvm.TargetMachine, timings: dict[str, float], entry: str) -> bytes:
+    """Parse, optimise and generate code for one unit (under the caller's lock); the ELF object. ``tm`` is
+    the JIT's O3 target machine; a large entry's code is generated at O0 (:func:`codegen_level`)."""
     t0 = time.perf_counter()
     mod = _parse(ir, tm)
     t1 = time.perf_counter()
     _optimise(mod, tm, opt_level)
     t2 = time.perf_counter()
-    obj = tm.emit_object(mod)
+    obj = (tm if codegen_level(ir, entry) == 3 else _target_machine(0)).emit_object(mod)
     t3 = time.perf_counter()
     for k, dt in (("parse", t1 - t0), ("optimize", t2 - t1), ("codegen", t3 - t2)):
         timings[k] = timings.get(k, 0.0) + dt
@@ -441,7 +475,7 @@ def _unit_object(ir: str, opt_level: int, tm: llvm.TargetMachine, timings: dict[
 def jit_units(
     units: list[tuple[str, int]],
     *,
-    name: str = "fuse_main",
+    name: str = ENTRY_NAME,
     fn_type: Any = FUSE_MAIN_TYPE,
     cache: bool = True,
 ) -> JitFunction:
@@ -473,7 +507,7 @@ def jit_units(
                 obj = entry[1] if entry is not None else None
             if obj is None:
                 UNIT_STATS["compiled"] += 1
-                obj = _unit_object(ir, level, tm, timings)
+                obj = _unit_object(ir, level, tm, timings, name)
                 if cache:
                     write_entry(key, {"symbols": list(_external_symbols(ir))}, obj, "units")
             else:
@@ -514,7 +548,7 @@ def _link(objects: list[bytes], symbols: tuple[str, ...], name: str, fn_type: An
 
 
 def load_units(
-    keys: list[str], symbols: tuple[str, ...], *, name: str = "fuse_main", fn_type: Any = FUSE_MAIN_TYPE
+    keys: list[str], symbols: tuple[str, ...], *, name: str = ENTRY_NAME, fn_type: Any = FUSE_MAIN_TYPE
 ) -> JitFunction:
     """Link the units stored under ``keys`` (memory, else disk) into a new engine; a JitError when one is missing
     or damaged (the caller then compiles again)."""
