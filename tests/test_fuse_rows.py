@@ -204,3 +204,16 @@ np.testing.assert_allclose(got, want, rtol=3e-5, atol=3e-5)
 print("ok")
 """
     assert fresh_python(code).strip() == "ok"
+
+
+def test_a_group_reads_at_most_max_buffers():
+    # A wide sum comes out of `fuse` as kernels of at most 32 operands; fusing their row nests back into one
+    # gave LLVM a body of a thousand loads (13 s to compile for 2,000 inputs). A group stops at max-buffers.
+    terms = " + ".join(f"X{k}[r, c]" for k in range(40))
+    src = f"Y[r, c] = {terms}\nexport Y"
+    fused = FORCED["fused"]
+    assert len(top_level_loops(src, fused)) == 2  # two kernels (fuse's own limit), not joined
+    assert len(top_level_loops(src, fused.replace("{row-cache-bytes=-1}", "{row-cache-bytes=-1 max-buffers=100}"))) == 1
+    xs = {f"X{k}": np.random.default_rng(k).standard_normal((3, 4)) for k in range(40)}
+    prog = Program(src)
+    same_results(prog.compile("llvm", pipeline=fused)(**xs), prog.compile("reference")(**xs), 1e-12)

@@ -226,8 +226,8 @@ input's pointer and extents live from the top to the kernel calls that read them
 than linearly in such a function: its O3 code generator (machine sinking, DAG instruction selection, greedy
 allocation, stack-slot colouring) about as the square, and its O1 pipeline's InstCombine too. Entries at
 O1 with O3 code (``python -m benchmarks.compile_scaling``, load about 1): a sum of 250 / 500 / 1,000
-two-axis inputs (``--wide``; 10,800 / 21,600 / 43,000 lines) 0.48 / 1.63 / 4.7 s; programs of 100 / 400 /
-800 equations (12,400 / 50,200 / 100,400 lines) 0.30 / 1.69 / 4.77 s. At O0: 0.11 s at 1,000 inputs, 0.29 s
+two-axis inputs (``--wide``; 8,800 / 17,500 / 35,000 lines) 0.25 / 0.66 / 2.34 s; programs of 100 / 400 /
+800 equations (12,400 / 50,200 / 100,400 lines) 0.30 / 1.69 / 4.77 s. At O0: 0.10 s at 1,000 inputs, 0.26 s
 at 2,000; 0.06 / 0.28 / 0.61 s for the programs. The O0 entry costs more per call (its values spilled to
 the stack): on the 400-equation program's small shapes a call took 112 µs against 103 µs. Below the
 threshold the entry keeps O1 and O3 code, so most programs' calls are unchanged."""

@@ -87,6 +87,7 @@ class _Nest:
     inner: bool  # holds a nested loop (a per-row phase), not only scalar work
     wide: bool  # touches rows of buffers of rank >= 2 (a row's working set grows with the row)
     reduction: bool  # carries values, each folded by one associative op (a reduction over the rows)
+    buffers: frozenset[SSAValue] = frozenset()  # every buffer the nest loads or stores
 
 
 def _alias_key(buffer: SSAValue, shared: frozenset[int], alloc_pos: dict[SSAValue, int]) -> object:
@@ -112,6 +113,7 @@ def _summarise(op: Operation, shared: frozenset[int], alloc_pos: dict[SSAValue, 
     checks = False
     inner = False
     wide = False
+    buffers: set[SSAValue] = set()
     for x in op.walk():
         if x is op:
             continue
@@ -122,6 +124,7 @@ def _summarise(op: Operation, shared: frozenset[int], alloc_pos: dict[SSAValue, 
         elif isinstance(x, loop.ForOp):
             inner = True
         elif isinstance(x, loop.LoadOp | loop.StoreOp):
+            buffers.add(x.buffer)
             a = access.setdefault(_alias_key(x.buffer, shared, alloc_pos), _Access())
             if isinstance(x, loop.StoreOp):
                 a.written = True
@@ -131,7 +134,7 @@ def _summarise(op: Operation, shared: frozenset[int], alloc_pos: dict[SSAValue, 
                 wide = True
     if reduction and any(a.written for a in access.values()):
         return None
-    return _Nest(op, access, checks, inner, wide, reduction)
+    return _Nest(op, access, checks, inner, wide, reduction, frozenset(buffers))
 
 
 def _compatible(group: Sequence[_Nest], new: _Nest) -> bool:
@@ -165,9 +168,10 @@ def _movable(op: Operation) -> bool:
 class _RowFuser:
     """One run over ``@fuse_main``'s body."""
 
-    def __init__(self, block: Block, module: ModuleOp, row_cache_bytes: int):
+    def __init__(self, block: Block, module: ModuleOp, row_cache_bytes: int, max_buffers: int):
         self.block = block
         self.row_cache_bytes = row_cache_bytes
+        self.max_buffers = max_buffers
         self.shared = frozenset(k for k, _ in reuse_table(module))
         self.alloc_pos: dict[SSAValue, int] = {}
         for x in module.walk():
@@ -176,6 +180,14 @@ class _RowFuser:
                 self.alloc_pos[x.result] = a.value.data if isinstance(a, IntegerAttr) else len(self.alloc_pos)
         self.fused = 0
 
+    def joins(self, group: Sequence[_Nest], nest: _Nest) -> bool:
+        """Whether ``nest`` may join ``group``: compatible, and the fused nest reads at most ``max_buffers``
+        buffers (a nest of a thousand streams, a sum of a thousand inputs cut into kernels by ``fuse``'s own
+        limit, compiled in time quadratic in its body, 13 s for 2,000 inputs, and gains nothing from rows)."""
+        if not group or not _compatible(group, nest):
+            return False
+        return len(nest.buffers.union(*(n.buffers for n in group))) <= self.max_buffers
+
     def run(self) -> int:
         group: list[_Nest] = []
         between: list[Operation] = []
@@ -183,14 +195,14 @@ class _RowFuser:
             nest = _summarise(op, self.shared, self.alloc_pos)
             if nest is not None and nest.reduction:
                 # A reduction over the rows ends a group: later nests may need its whole result.
-                if group and _compatible(group, nest):
+                if self.joins(group, nest):
                     self.move_before(between, group[0].op)
                     self.flush([*group, nest])
                 else:
                     self.flush(group)
                 group, between = [], []
             elif nest is not None:
-                if group and _compatible(group, nest):
+                if self.joins(group, nest):
                     self.move_before(between, group[0].op)
                     between = []
                     group.append(nest)
@@ -475,6 +487,7 @@ class FuseRows(FusePass):
         ROW_CACHE_BYTES,
         help="largest per-row working set (bytes) run fused; larger rows run unfused (-1: always fused, 0: off)",
     )
+    max_buffers: int = option(32, help="the most buffers one fused nest may load or store (fuse's max-operands)")
 
     example: ClassVar[str | None] = """\
 builtin.module {
@@ -522,4 +535,4 @@ builtin.module {
         block = entry_block(module)
         if block is None:
             return False
-        return _RowFuser(block, module, self.row_cache_bytes).run() > 0
+        return _RowFuser(block, module, self.row_cache_bytes, self.max_buffers).run() > 0
