@@ -207,15 +207,16 @@ def compile_program(
     module = te_module.module if isinstance(te_module, Lowered) else te_module
     STATS["compiled"] += 1
     t0 = time.perf_counter()
-    with gc_paused():
+    with gc_paused():  # the tables and the cache entry too: they walk the whole loop module
         loop_module = lower_to_loop(
             module, opt_level=opt, strict=strict, donate=donated, pipeline=pipeline, check_bounds=check_bounds
         )
         kernel = NativeKernel(loop_module, strict=strict, keep_object=cache, threads=threads, parallel_min=parallel_min)
-    args, raw_results = _tables(loop_module)
-    compiled = CompiledProgram(kernel, args, _result_table(raw_results), loop_module, time.perf_counter() - t0)
+        args, raw_results = _tables(loop_module)
+        compiled = CompiledProgram(kernel, args, _result_table(raw_results), loop_module, time.perf_counter() - t0)
+        if cache:
+            _store(key, compiled, raw_results)
     if cache:
-        _store(key, compiled, raw_results)
         with _LOCK:
             compiled = _CACHE.setdefault(key, compiled)
     return compiled
