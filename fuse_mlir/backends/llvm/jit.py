@@ -204,14 +204,19 @@ def unit_opt_level(opt_level: int, loop_depth: int) -> int:
     return min(opt_level, 1) if loop_depth > DEEP_NEST_LOOPS else opt_level
 
 
-def unit_levels(loop_depths: Sequence[int], opt_level: int, entry_lines: int = 0) -> list[int]:
+def unit_levels(loop_depths: Sequence[int], opt_level: int, entry_lines: int = 0, checked: bool = False) -> list[int]:
     """The LLVM level of each unit of a program, given the units' loop depths, the entry last: a kernel at
-    ``opt_level`` (a nest deeper than :data:`DEEP_NEST_LOOPS` at O1 at most: :func:`unit_opt_level`), the entry
-    (allocations, checks and calls: glue) at O1 at most, which costs less, and at O0 when it has more than
-    :data:`LARGE_ENTRY_LINES` lines (``entry_lines``)."""
+    ``opt_level`` (a nest deeper than :data:`DEEP_NEST_LOOPS` at O1 at most: :func:`unit_opt_level`; in a
+    ``checked`` build at O2 at most), the entry (allocations, checks and calls: glue) at O1 at most, which costs
+    less, and at O0 when it has more than :data:`LARGE_ENTRY_LINES` lines (``entry_lines``).
+
+    A checked build's kernels stop at O2 because O3 adds LLVM's non-trivial loop unswitching, which copies a
+    loop for each loop-invariant bounds check and grew exponentially in them: the checked build of a sum of
+    8 / 12 / 16 two-axis inputs compiled in 1.5 / 14 / more than 80 s."""
     last = len(loop_depths) - 1
     entry = 0 if entry_lines > LARGE_ENTRY_LINES else min(opt_level, 1)
-    return [entry if k == last else unit_opt_level(opt_level, d) for k, d in enumerate(loop_depths)]
+    top = min(opt_level, 2) if checked else opt_level
+    return [entry if k == last else unit_opt_level(top, d) for k, d in enumerate(loop_depths)]
 
 
 ENTRY_NAME = "fuse_main"

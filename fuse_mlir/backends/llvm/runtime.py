@@ -470,7 +470,10 @@ def compiled_listing(llvm_module: ModuleOp, opt_level: int = 3, *, assembly: boo
     except EmitError:
         ir = emit_llvm_ir(llvm_module)
         return emit_assembly(ir, opt_level=opt_level) if assembly else optimize_ir(ir, opt_level=opt_level)
-    levels = unit_levels([u.loop_depth for u in units], opt_level, units[-1].ir.count("\n"))
+    from fuse_mlir.dialects.abi import CHECKED
+
+    checked = CHECKED in llvm_module.attributes
+    levels = unit_levels([u.loop_depth for u in units], opt_level, units[-1].ir.count("\n"), checked)
     texts = unit_listing([(u.ir, level) for u, level in zip(units, levels, strict=True)], assembly=assembly)
     mark = "#" if assembly else ";"
     parts = []
@@ -532,7 +535,10 @@ class NativeKernel:
         units = emit_llvm_units(lowered)
         t2 = time.perf_counter()
         record("emit-llvm-ir", t2 - t1)
-        levels = unit_levels([u.loop_depth for u in units], opt_level, units[-1].ir.count("\n"))
+        from fuse_mlir.dialects.abi import CHECKED
+
+        checked = CHECKED in module.attributes
+        levels = unit_levels([u.loop_depth for u in units], opt_level, units[-1].ir.count("\n"), checked)
         jit = jit_units([(u.ir, level) for u, level in zip(units, levels, strict=True)], cache=keep_object)
         self._setup(spec, jit, {"lower": t1 - t0, "emit": t2 - t1, **jit.timings})
 
